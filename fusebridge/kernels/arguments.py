@@ -1,0 +1,98 @@
+"""Checks shared by the kernels' Python faces: each names the op, the argument and what was
+expected, and raises a fusebridge error before any work is done."""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+
+import ml_dtypes
+import numpy as np
+
+from fusebridge.errors import ArgumentError, ArgumentTypeError
+
+U64_MASK = (1 << 64) - 1
+FLOAT_DTYPES = {
+    np.dtype(np.float32): 0,
+    np.dtype(np.float64): 1,
+    np.dtype(np.float16): 2,
+    np.dtype(ml_dtypes.bfloat16): 3,
+}
+
+
+def as_int(value: object, op: str, name: str) -> int:
+    if isinstance(value, bool):
+        raise ArgumentTypeError(f"{op}: {name} must be an integer, got bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ArgumentTypeError(
+            f"{op}: {name} must be an integer, got {type(value).__name__}"
+        ) from None
+
+
+def as_u64(value: object, op: str, name: str) -> int:
+    """A 64-bit pattern from an int in [-2^63, 2^64); negatives are two's complement."""
+    v = as_int(value, op, name)
+    if not -(1 << 63) <= v < (1 << 64):
+        raise ArgumentError(f"{op}: {name} must lie in [-2**63, 2**64), got {v}")
+    return v & U64_MASK
+
+
+def as_probability(p: object, op: str) -> float:
+    """p rounded to float32 (the precision the bit contract compares in)."""
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)):
+        raise ArgumentTypeError(f"{op}: p must be a real number, got {type(p).__name__}")
+    if math.isnan(p) or not 0.0 <= p <= 1.0:
+        raise ArgumentError(f"{op}: p must lie in [0, 1], got {p}")
+    return float(np.float32(p))
+
+
+def as_float_array(x: object, op: str, name: str) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype not in FLOAT_DTYPES:
+        raise ArgumentTypeError(
+            f"{op}: {name} must be float32, float16, bfloat16 or float64, got {arr.dtype}"
+        )
+    return arr
+
+
+def as_shape(value: object, op: str, name: str, ndim: int | None = None) -> tuple[int, ...]:
+    if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
+        raise ArgumentTypeError(f"{op}: {name} must be a sequence of integers, got {value!r}")
+    shape = tuple(as_int(v, op, name) for v in value)
+    if ndim is not None and len(shape) != ndim:
+        raise ArgumentError(f"{op}: {name} must have {ndim} entries, got {shape}")
+    if any(v < 0 for v in shape):
+        raise ArgumentError(f"{op}: {name} must not be negative, got {shape}")
+    return shape
+
+
+def as_output(out: object, like: np.ndarray, source: np.ndarray, op: str) -> np.ndarray:
+    """A fresh C-contiguous array like `like`, or `out` checked; out may be exactly `source`."""
+    if out is None:
+        return np.empty(like.shape, like.dtype)
+    if not isinstance(out, np.ndarray):
+        raise ArgumentTypeError(f"{op}: out must be a numpy array, got {type(out).__name__}")
+    if out.shape != like.shape or out.dtype != like.dtype:
+        raise ArgumentError(
+            f"{op}: out must have shape {like.shape} and dtype {like.dtype}, "
+            f"got {out.shape} {out.dtype}"
+        )
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ArgumentError(f"{op}: out must be a writeable C-contiguous array")
+    same = (
+        out.__array_interface__["data"][0] == source.__array_interface__["data"][0]
+        and out.strides == source.strides
+    )
+    if not same and np.may_share_memory(out, source):
+        raise ArgumentError(f"{op}: out overlaps the input without being the same memory")
+    return out
+
+
+def raw_view(a: np.ndarray) -> np.ndarray:
+    """The flat bytes the compiled core sees: nanobind cannot take bfloat16, so 16-bit floats
+    cross as uint16 and the dtype travels separately."""
+    flat = a.reshape(-1)
+    return flat.view(np.uint16) if flat.dtype.itemsize == 2 else flat

@@ -1,0 +1,77 @@
+"""The compiled core `_C` and its process-wide settings: instruction set and threads."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+import scipy_openblas32
+
+from fusebridge.errors import ArgumentError
+
+
+def _load_openblas() -> None:
+    # _C also carries an rpath to this library; loading it first covers installs where the
+    # relative layout differs (editable installs, build trees).
+    lib = Path(scipy_openblas32.get_lib_dir()) / f"lib{scipy_openblas32.get_library()}.so"
+    if lib.exists():
+        ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
+
+
+_load_openblas()
+try:
+    from fusebridge.kernels import _C
+except ImportError as exc:  # a source tree without the built extension shadows the install
+    raise ImportError(
+        f"fusebridge's compiled core is missing beside {Path(__file__).parent}: build it with "
+        "`pip install -e .` (in place), or run from outside the source tree after `pip install .`"
+    ) from exc
+
+ISAS = ("scalar", "avx2", "avx512")
+_BEST_ISA = ISAS[_C.best_isa()]
+_isa = _BEST_ISA
+
+
+def available_isas() -> tuple[str, ...]:
+    """The instruction sets this CPU can run, from the portable fallback up."""
+    return ISAS[: ISAS.index(_BEST_ISA) + 1]
+
+
+def isa() -> str:
+    """The instruction set new primitives are created for."""
+    return _isa
+
+
+def set_isa(name: str) -> None:
+    """Force an instruction set (tests use it to run every path the CPU can)."""
+    global _isa
+    if name not in available_isas():
+        raise ArgumentError(
+            f"set_isa: name must be one of {available_isas()} on this CPU, got {name!r}"
+        )
+    _isa = name
+
+
+def set_num_threads(n: int) -> None:
+    """Threads for both OpenMP kernels and OpenBLAS, so the two never oversubscribe."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ArgumentError(f"set_num_threads: n must be an integer >= 1, got {n!r}")
+    _C.set_num_threads(n)
+
+
+def get_num_threads() -> int:
+    return _C.omp_threads()
+
+
+def blas_info() -> dict[str, object]:
+    return {
+        "library": scipy_openblas32.get_library(),
+        "version": scipy_openblas32.__version__,
+        "config": _C.blas_config().strip(),
+        "threads": _C.blas_threads(),
+    }
+
+
+if "FUSEBRIDGE_ISA" in os.environ:
+    set_isa(os.environ["FUSEBRIDGE_ISA"])

@@ -1,0 +1,36 @@
+// The per-ISA inner loops of dropout: one table per instruction set, chosen at run time.
+#pragma once
+#include <cstdint>
+
+namespace fusebridge {
+
+enum class Isa : int { scalar = 0, avx2 = 1, avx512 = 2 };
+enum class DType : int { f32 = 0, f64 = 1, f16 = 2, bf16 = 3 };
+
+// A 16-bit float or bfloat16 travels as its raw bits.
+using half_bits = uint16_t;
+
+struct DropoutKernels {
+    // out[w] bit b = keep decision of element group0 + 64*w + b (group0 % 4 == 0).
+    void (*keep_bits)(uint64_t seed, uint64_t offset, uint32_t threshold, uint64_t group0,
+                      int64_t nwords, uint64_t* out);
+    // y[i] = bit(pos + i) ? x[i] * scale : 0, for i < n. `stream` asks for non-temporal stores.
+    void (*apply_f32)(const float* x, float* y, int64_t n, const uint8_t* bits, int64_t pos,
+                      float scale, bool stream);
+    void (*apply_f64)(const double* x, double* y, int64_t n, const uint8_t* bits, int64_t pos,
+                      double scale, bool stream);
+    void (*apply_f16)(const half_bits* x, half_bits* y, int64_t n, const uint8_t* bits,
+                      int64_t pos, float scale, bool stream);
+    void (*apply_bf16)(const half_bits* x, half_bits* y, int64_t n, const uint8_t* bits,
+                       int64_t pos, float scale, bool stream);
+};
+
+const DropoutKernels& kernels_scalar();
+const DropoutKernels& kernels_avx2();
+const DropoutKernels& kernels_avx512();
+
+Isa best_isa();                       // what this CPU (and OS) can run
+const DropoutKernels& kernels_for(Isa isa);
+const char* isa_name(Isa isa);
+
+}  // namespace fusebridge

@@ -1,0 +1,45 @@
+// Run-time ISA detection: CPUID feature bits plus XGETBV, so the OS must also save the state.
+#include <cpuid.h>
+
+#include "dropout_kernels.hpp"
+
+namespace fusebridge {
+
+static unsigned long long xgetbv0() {
+    unsigned eax, edx;
+    __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+    return (static_cast<unsigned long long>(edx) << 32) | eax;
+}
+
+Isa best_isa() {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return Isa::scalar;
+    const bool osxsave = c & bit_OSXSAVE, fma = c & bit_FMA, f16c = c & bit_F16C;
+    if (!osxsave || !fma || !f16c) return Isa::scalar;
+    const unsigned long long xcr0 = xgetbv0();
+    if ((xcr0 & 0x6) != 0x6) return Isa::scalar;  // XMM and YMM state
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return Isa::scalar;
+    const bool avx2 = b & bit_AVX2, bmi2 = b & bit_BMI2;
+    if (!avx2 || !bmi2) return Isa::scalar;
+    const bool avx512 = (b & bit_AVX512F) && (b & bit_AVX512BW) && (b & bit_AVX512VL) &&
+                        (b & bit_AVX512DQ) && (xcr0 & 0xE0) == 0xE0;  // opmask, ZMM state
+    return avx512 ? Isa::avx512 : Isa::avx2;
+}
+
+const DropoutKernels& kernels_for(Isa isa) {
+    switch (isa) {
+        case Isa::avx512: return kernels_avx512();
+        case Isa::avx2: return kernels_avx2();
+        default: return kernels_scalar();
+    }
+}
+
+const char* isa_name(Isa isa) {
+    switch (isa) {
+        case Isa::avx512: return "avx512";
+        case Isa::avx2: return "avx2";
+        default: return "scalar";
+    }
+}
+
+}  // namespace fusebridge

@@ -1,0 +1,113 @@
+// nanobind glue for fusebridge.kernels._C. Arguments arrive validated by the Python layer;
+// this layer only checks that buffers are as large as the primitive will touch, converts
+// types, and releases the GIL while kernels run.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+
+#include "dropout.hpp"
+#include "philox.hpp"
+#include "runtime.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+using namespace fusebridge;
+
+using Buffer = nb::ndarray<nb::c_contig, nb::device::cpu>;
+using Bytes = nb::ndarray<uint8_t, nb::c_contig, nb::device::cpu>;
+
+static void require_bytes(const char* what, const Buffer& a, int64_t nbytes) {
+    if (int64_t(a.nbytes()) != nbytes)
+        throw nb::value_error((std::string("dropout: ") + what + " holds " +
+                               std::to_string(a.nbytes()) + " bytes, expected " +
+                               std::to_string(nbytes)).c_str());
+}
+
+static void require_mask(const Bytes& m, const DropoutPrimitive& p) {
+    if (int64_t(m.size()) != p.mask_bytes())
+        throw nb::value_error(("dropout: mask holds " + std::to_string(m.size()) +
+                               " bytes, expected " + std::to_string(p.mask_bytes())).c_str());
+}
+
+NB_MODULE(_C, m) {
+    m.doc() = "fusebridge compiled kernels";
+
+    nb::class_<DropoutPrimitive>(m, "DropoutPrimitive")
+        .def("__init__",
+             [](DropoutPrimitive* self, std::vector<int64_t> shape, std::vector<int64_t> global_shape,
+                std::vector<int64_t> start, std::vector<int64_t> mask_shape, int dtype, float p,
+                int mode, bool training, int isa, int64_t stream_min_bytes) {
+                 new (self) DropoutPrimitive(DropoutDesc{shape, global_shape, start, mask_shape,
+                                                         DType(dtype), p, DropoutMode(mode),
+                                                         training, Isa(isa), stream_min_bytes});
+             },
+             "shape"_a, "global_shape"_a, "start"_a, "mask_shape"_a, "dtype"_a, "p"_a, "mode"_a,
+             "training"_a, "isa"_a, "stream_min_bytes"_a)
+        .def_prop_ro("numel", &DropoutPrimitive::numel)
+        .def_prop_ro("mask_bytes", &DropoutPrimitive::mask_bytes)
+        .def("forward",
+             [](const DropoutPrimitive& self, Buffer x, Buffer y, std::optional<Bytes> mask,
+                uint64_t seed, uint64_t offset) {
+                 const int64_t nbytes = int64_t(x.itemsize()) * self.numel();
+                 require_bytes("x", x, nbytes);
+                 require_bytes("y", y, nbytes);
+                 if (mask) require_mask(*mask, self);
+                 uint8_t* mp = mask ? mask->data() : nullptr;
+                 nb::gil_scoped_release release;
+                 self.forward(x.data(), y.data(), mp, seed, offset);
+             },
+             "x"_a, "y"_a, "mask"_a.none(), "seed"_a, "offset"_a)
+        .def("generate_mask",
+             [](const DropoutPrimitive& self, Bytes mask, uint64_t seed, uint64_t offset) {
+                 require_mask(mask, self);
+                 nb::gil_scoped_release release;
+                 self.forward(nullptr, nullptr, mask.data(), seed, offset);
+             },
+             "mask"_a, "seed"_a, "offset"_a)
+        .def("apply_mask",
+             [](const DropoutPrimitive& self, Buffer x, Buffer y, Bytes mask) {
+                 const int64_t nbytes = int64_t(x.itemsize()) * self.numel();
+                 require_bytes("dy", x, nbytes);
+                 require_bytes("dx", y, nbytes);
+                 require_mask(mask, self);
+                 nb::gil_scoped_release release;
+                 self.apply_mask(x.data(), y.data(), mask.data());
+             },
+             "x"_a, "y"_a, "mask"_a);
+
+    m.def("philox4x32",
+          [](nb::ndarray<const uint32_t, nb::shape<-1, 4>, nb::c_contig, nb::device::cpu> ctr,
+             nb::ndarray<const uint32_t, nb::shape<-1, 2>, nb::c_contig, nb::device::cpu> key,
+             nb::ndarray<uint32_t, nb::shape<-1, 4>, nb::c_contig, nb::device::cpu> out, int rounds) {
+              if (ctr.shape(0) != key.shape(0) || ctr.shape(0) != out.shape(0))
+                  throw nb::value_error("philox4x32: counter, key and out differ in length");
+              for (size_t i = 0; i < ctr.shape(0); ++i) {
+                  Philox4 c{{ctr(i, 0), ctr(i, 1), ctr(i, 2), ctr(i, 3)}};
+                  const Philox4 r = philox4x32(c, key(i, 0), key(i, 1), rounds);
+                  for (int w = 0; w < 4; ++w) out(i, w) = r.v[w];
+              }
+          },
+          "counter"_a, "key"_a, "out"_a, "rounds"_a);
+
+    m.def("sgemm",
+          [](nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> a,
+             nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> b,
+             nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu> c, float alpha, float beta) {
+              if (a.shape(1) != b.shape(0) || c.shape(0) != a.shape(0) || c.shape(1) != b.shape(1))
+                  throw nb::value_error("sgemm: shapes do not chain");
+              nb::gil_scoped_release release;
+              sgemm(a.shape(0), b.shape(1), a.shape(1), alpha, a.data(), b.data(), beta, c.data());
+          },
+          "a"_a, "b"_a, "c"_a, "alpha"_a, "beta"_a);
+
+    m.def("best_isa", [] { return int(best_isa()); });
+    m.def("isa_name", [](int isa) { return std::string(isa_name(Isa(isa))); });
+    m.def("set_num_threads", &set_num_threads, "n"_a);
+    m.def("omp_threads", &omp_threads);
+    m.def("blas_threads", &blas_threads);
+    m.def("blas_config", &blas_config);
+}

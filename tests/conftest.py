@@ -1,0 +1,35 @@
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from fusebridge import kernels
+
+# each_isa is set once per test on purpose: every generated input runs on that ISA.
+SUPPRESSED = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+
+settings.register_profile(
+    "default", max_examples=150, deadline=None, suppress_health_check=SUPPRESSED
+)
+# Under the sanitizers everything runs ~10x slower: fewer examples, same properties.
+settings.register_profile(
+    "sanitize", max_examples=25, deadline=None, suppress_health_check=SUPPRESSED
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(params=kernels.available_isas())
+def each_isa(request):
+    """Runs a test once per instruction set this CPU can execute (scalar, avx2, avx512)."""
+    before = kernels.isa()
+    kernels.set_isa(request.param)
+    yield request.param
+    kernels.set_isa(before)
+
+
+@pytest.fixture
+def threads():
+    """Restores the thread count a test changes."""
+    before = kernels.get_num_threads()
+    yield kernels.set_num_threads
+    kernels.set_num_threads(before)
