@@ -108,8 +108,9 @@ DropoutPrimitive::DropoutPrimitive(const DropoutDesc& desc)
 }
 
 void DropoutPrimitive::fill_words(uint64_t seed, uint64_t offset, uint64_t group0, int64_t nwords,
-                                  uint64_t* out) const {
-    if (keep_ == Keep::some) return k_.keep_bits(seed, offset, threshold_, group0, nwords, out);
+                                  uint64_t* out, const char* data) const {
+    if (keep_ == Keep::some)
+        return k_.keep_bits(seed, offset, threshold_, group0, nwords, out, data, 64 * itemsize_);
     std::fill(out, out + nwords, keep_ == Keep::all ? ~uint64_t(0) : uint64_t(0));
 }
 
@@ -150,7 +151,8 @@ void DropoutPrimitive::generate(const void* x, void* y, uint8_t* mask, uint64_t 
             const uint64_t first = uint64_t(row_start(gen_outer_, row, gbase_) + col);
             const uint64_t group0 = first & ~uint64_t(3);
             const int64_t shift = int64_t(first - group0);
-            fill_words(seed, offset, group0, (shift + len + 63) / 64, scratch);
+            const char* data = apply ? xb + (pos - shift) * itemsize_ : nullptr;
+            fill_words(seed, offset, group0, (shift + len + 63) / 64, scratch, data);
             if (mask) copy_bits(scratch, shift, mask, pos, len);
             if (apply)
                 apply_run(xb + pos * itemsize_, yb + pos * itemsize_, len,

@@ -48,7 +48,7 @@ class DropoutPrimitive {
                   bool apply) const;
     void apply_run(const void* x, void* y, int64_t n, const uint8_t* bits, int64_t pos) const;
     void fill_words(uint64_t seed, uint64_t offset, uint64_t group0, int64_t nwords,
-                    uint64_t* out) const;
+                    uint64_t* out, const char* data) const;
 
     const DropoutKernels& k_;
     DType dtype_;

@@ -142,15 +142,24 @@ static inline void keep_words(uint64_t offset, const RoundKeys& keys, uint32_t t
 #endif
 
 static void keep_bits(uint64_t seed, uint64_t offset, uint32_t threshold, uint64_t group0,
-                      int64_t nwords, uint64_t* out) {
+                      int64_t nwords, uint64_t* out, const char* prefetch,
+                      int64_t prefetch_stride) {
     int64_t w = 0;
 #if defined(__AVX2__)
     const RoundKeys keys(seed);
     constexpr int kWordsPerIter = kWays / kVecsPerWord;
-    for (; w + kWordsPerIter <= nwords; w += kWordsPerIter)
+    for (; w + kWordsPerIter <= nwords; w += kWordsPerIter) {
+        if (prefetch) {
+            const char* from = prefetch + w * prefetch_stride;
+            for (int64_t b = 0; b < kWordsPerIter * prefetch_stride; b += 64)
+                _mm_prefetch(from + b, _MM_HINT_T0);
+        }
         keep_words<kWays>(offset, keys, threshold, group0 + uint64_t(w) * 64, out + w);
+    }
     for (; w < nwords; ++w)
         keep_words<kVecsPerWord>(offset, keys, threshold, group0 + uint64_t(w) * 64, out + w);
+#else
+    (void)prefetch, (void)prefetch_stride;
 #endif
     for (; w < nwords; ++w) {
         uint64_t word = 0;
