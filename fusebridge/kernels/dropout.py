@@ -48,9 +48,7 @@ class DropoutDescriptor:
 
 
 def _create(desc: DropoutDescriptor) -> object:
-    from fusebridge.kernels import _C
-
-    return _C.DropoutPrimitive(
+    return core._C.DropoutPrimitive(
         shape=list(desc.shape),
         global_shape=list(desc.global_shape),
         start=list(desc.start),
@@ -117,14 +115,14 @@ def _mask_shape(op: str, global_shape: tuple, axes: object, noise_shape: object)
     return tuple(1 if d in shared else g for d, g in enumerate(global_shape))
 
 
-def _primitive(op, x, p, mode, training, axes, noise_shape, shard) -> object:
-    global_shape, start = _shard(op, x.shape, shard)
+def _primitive(op, shape, dtype, p, mode, training, axes, noise_shape, shard) -> object:
+    global_shape, start = _shard(op, shape, shard)
     desc = DropoutDescriptor(
-        shape=x.shape,
+        shape=shape,
         global_shape=global_shape,
         start=start,
         mask_shape=_mask_shape(op, global_shape, axes, noise_shape),
-        dtype=x.dtype,
+        dtype=dtype,
         p=as_probability(p, op),
         mode=_mode(mode, op),
         training=bool(training),
@@ -155,7 +153,7 @@ def dropout(
     op = "dropout"
     x = as_float_array(x, op, "x")
     seed, offset = as_u64(seed, op, "seed"), as_u64(offset, op, "offset")
-    prim = _primitive(op, x, p, mode, training, axes, noise_shape, shard)
+    prim = _primitive(op, x.shape, x.dtype, p, mode, training, axes, noise_shape, shard)
     y = as_output(out, x, x, op)
     x = _contiguous(x)
     mask = np.zeros(prim.mask_bytes, np.uint8) if return_mask else None
@@ -184,7 +182,7 @@ def dropout_backward(
         raise ArgumentError(
             f"{op}: give exactly one of mask= (kept by the forward) or seed= (to recompute it)"
         )
-    prim = _primitive(op, dy, p, mode, True, axes, noise_shape, shard)
+    prim = _primitive(op, dy.shape, dy.dtype, p, mode, True, axes, noise_shape, shard)
     dx = as_output(out, dy, dy, op)
     dy = _contiguous(dy)
     if mask is None:
@@ -218,8 +216,8 @@ def dropout_mask(
     op = "dropout_mask"
     shape = as_shape(shape, op, "shape")
     seed, offset = as_u64(seed, op, "seed"), as_u64(offset, op, "offset")
-    x = np.empty(shape, np.float32)
-    prim = _primitive(op, x, p, "upscale_in_train", True, (), None, shard)
+    # The mask is all that is made: no data array, float32 only names a descriptor.
+    prim = _primitive(op, shape, np.dtype(np.float32), p, "upscale_in_train", True, (), None, shard)
     mask = np.zeros(prim.mask_bytes, np.uint8)
     prim.generate_mask(mask, seed, offset)
     return mask
