@@ -1,13 +1,17 @@
-"""Run the benchmarks and write one Markdown report: `python -m benchmarks.run [--quick]`."""
+"""Run the benchmarks and write one Markdown report:
+`python -m benchmarks.run [--quick] [--only gru|dropout]`."""
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
 from pathlib import Path
 
-from benchmarks import dropout
 from benchmarks.common import machine
+
+# Section name -> module with run(quick, threads) -> Markdown; imported only when it runs.
+SECTIONS = {"dropout": "benchmarks.dropout", "gru": "benchmarks.gru"}
 
 
 def main() -> None:
@@ -16,9 +20,21 @@ def main() -> None:
         "--quick", action="store_true", help="fewer repetitions (minutes on 2 cores)"
     )
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/latest.md"))
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="default benchmarks/results/latest.md (latest-SECTION.md with --only)",
+    )
+    parser.add_argument("--only", choices=sorted(SECTIONS), help="run this section alone")
     args = parser.parse_args()
-    sections = [dropout.run(quick=args.quick, threads=args.threads)]
+    if args.out is None:
+        suffix = f"-{args.only}" if args.only else ""
+        args.out = Path(f"benchmarks/results/latest{suffix}.md")
+    names = [args.only] if args.only else list(SECTIONS)
+    sections = [
+        importlib.import_module(SECTIONS[name]).run(quick=args.quick, threads=args.threads)
+        for name in names
+    ]
     report = f"Machine: {machine()}\nDate: {datetime.date.today()}\n\n" + "\n\n".join(sections)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report + "\n")

@@ -15,19 +15,38 @@ from fusebridge.kernels.dropout import (
     dropout_backward,
     dropout_mask,
 )
+from fusebridge.kernels.gru import GRUDescriptor, fusion_gru
+from fusebridge.kernels.gru_weight_layouts import (
+    canonical_to_paddle_weight_h,
+    mxnet_rnn_params_to_canonical,
+    negate_update_gate,
+    paddle_weight_h_to_canonical,
+)
+from fusebridge.kernels.gru_weights import GRUWeights, pack_gru_weights
 from fusebridge.kernels.philox import philox4x32
 from fusebridge.kernels.primitive_cache import cache_stats, set_cache_capacity
+from fusebridge.kernels.sequence_layout import lod_to_padded, padded_to_lod
 
 __all__ = [
     "DropoutDescriptor",
+    "GRUDescriptor",
+    "GRUWeights",
     "available_isas",
     "blas_info",
     "cache_stats",
+    "canonical_to_paddle_weight_h",
     "dropout",
     "dropout_backward",
     "dropout_mask",
+    "fusion_gru",
     "get_num_threads",
     "isa",
+    "lod_to_padded",
+    "mxnet_rnn_params_to_canonical",
+    "negate_update_gate",
+    "pack_gru_weights",
+    "padded_to_lod",
+    "paddle_weight_h_to_canonical",
     "philox4x32",
     "set_cache_capacity",
     "set_isa",

@@ -54,7 +54,9 @@ def set_isa(name: str) -> None:
 
 
 def set_num_threads(n: int) -> None:
-    """Threads for both OpenMP kernels and OpenBLAS, so the two never oversubscribe."""
+    """Threads for every kernel, BLAS included: GEMMs run as row slices on the OpenMP threads,
+    each a single-threaded OpenBLAS call, so OpenBLAS's own pool (kept at one thread) never
+    competes with OpenMP for the cores."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ArgumentError(f"set_num_threads: n must be an integer >= 1, got {n!r}")
     _C.set_num_threads(n)
@@ -69,9 +71,11 @@ def blas_info() -> dict[str, object]:
         "library": scipy_openblas32.get_library(),
         "version": scipy_openblas32.__version__,
         "config": _C.blas_config().strip(),
-        "threads": _C.blas_threads(),
+        "threads": _C.omp_threads(),
+        "openblas_pool_threads": _C.blas_threads(),
     }
 
 
+_C.set_num_threads(_C.omp_threads())  # parks OpenBLAS's pool at one thread from the start
 if "FUSEBRIDGE_ISA" in os.environ:
     set_isa(os.environ["FUSEBRIDGE_ISA"])

@@ -1,9 +1,12 @@
-"""NumPy oracle for the kernels, written from the formulas (shared/reference/rng.md), not from
-the C++: slow, obvious, and independent of how the kernels tile, thread or vectorize."""
+"""NumPy oracle for the kernels, written from the formulas (shared/reference/rng.md for dropout,
+DESIGN.md section 4 for the GRU), not from the C++: slow, obvious, and independent of how the
+kernels tile, thread or vectorize."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from fusebridge.errors import ArgumentError
 
 M32 = np.uint64(0xFFFFFFFF)
 
@@ -115,3 +118,124 @@ def apply(x: np.ndarray, keep: np.ndarray, scale: float) -> np.ndarray:
 def unpack_mask(packed: np.ndarray, shape: tuple) -> np.ndarray:
     n = int(np.prod(shape))
     return np.unpackbits(packed, bitorder="little", count=n).astype(bool).reshape(shape)
+
+
+# GRU: written straight from the canonical semantics (DESIGN.md section 4), one sentence and one
+# step at a time, in float64. Gate columns are (update, reset, candidate) everywhere.
+
+GRU_ACTIVATIONS = {
+    # 0.5 * (1 + tanh(a / 2)) is exactly the logistic function, without exp overflowing.
+    "sigmoid": lambda a: 0.5 * (1.0 + np.tanh(0.5 * a)),
+    "tanh": np.tanh,
+    "relu": lambda a: np.maximum(a, 0.0),
+    "identity": lambda a: a,
+}
+GRU_DIRECTIONS = {"forward": (False,), "reverse": (True,), "bidirectional": (False, True)}
+GRU_LAYOUTS = ("lod", "tnc", "ntc")
+
+
+def _gru_stack(a: np.ndarray | None, ndim: int, shape: tuple[int, ...], name: str) -> np.ndarray:
+    """A per-direction array with its leading D axis; None is zeros, a missing D axis is D = 1."""
+    if a is None:
+        return np.zeros(shape)
+    a = np.asarray(a, np.float64)
+    if a.ndim == ndim - 1:
+        a = a[None]
+    if a.shape != shape:
+        raise ArgumentError(f"gru: {name} must have shape {shape}, got {a.shape}")
+    return a
+
+
+def gru(
+    x: np.ndarray,
+    wx: np.ndarray,
+    wh: np.ndarray,
+    bias: np.ndarray | None = None,
+    *,
+    bias_h: np.ndarray | None = None,
+    h0: np.ndarray | None = None,
+    offsets: np.ndarray | None = None,
+    seq_lens: np.ndarray | None = None,
+    layout: str = "lod",
+    direction: str = "forward",
+    linear_before_reset: bool = False,
+    origin_mode: bool = True,
+    activation: str = "tanh",
+    gate_activation: str = "sigmoid",
+) -> tuple[np.ndarray, np.ndarray]:
+    """(hidden, last) in float64. hidden has the input's layout with D*OC columns (forward
+    first) and exact zeros at padded positions; last [D, N, OC] is each sentence's final state
+    per direction (after its first word for reverse; h0 for an empty sentence)."""
+    if layout not in GRU_LAYOUTS:
+        raise ArgumentError(f"gru: layout must be one of {GRU_LAYOUTS}, got {layout!r}")
+    if direction not in GRU_DIRECTIONS:
+        raise ArgumentError(
+            f"gru: direction must be one of {sorted(GRU_DIRECTIONS)}, got {direction!r}"
+        )
+    if activation not in GRU_ACTIVATIONS or gate_activation not in GRU_ACTIVATIONS:
+        raise ArgumentError(
+            f"gru: activations must be among {sorted(GRU_ACTIVATIONS)}, "
+            f"got {activation!r} and {gate_activation!r}"
+        )
+    act, gate_act = GRU_ACTIVATIONS[activation], GRU_ACTIVATIONS[gate_activation]
+    x = np.asarray(x, np.float64)
+    reverses = GRU_DIRECTIONS[direction]
+    dirs = len(reverses)
+
+    # Each sentence as the list of its rows of x, and where each word's output goes.
+    if layout == "lod":
+        if offsets is None:
+            raise ArgumentError("gru: layout 'lod' needs offsets")
+        offsets = np.asarray(offsets, np.int64)
+        n = len(offsets) - 1
+        sentences = [x[offsets[i] : offsets[i + 1]] for i in range(n)]
+        hidden_shape = (x.shape[0],)
+    else:
+        t_max, n = x.shape[:2] if layout == "tnc" else x.shape[1::-1]
+        lens = np.full(n, t_max) if seq_lens is None else np.asarray(seq_lens, np.int64)
+        seq_major = x if layout == "ntc" else x.transpose(1, 0, 2)
+        sentences = [seq_major[i, : lens[i]] for i in range(n)]
+        hidden_shape = x.shape[:2]
+    ic = x.shape[-1]
+    oc = np.shape(wh)[-2]
+
+    wx = _gru_stack(wx, 3, (dirs, ic, 3 * oc), "wx")
+    wh = _gru_stack(wh, 3, (dirs, oc, 3 * oc), "wh")
+    bias = _gru_stack(bias, 2, (dirs, 3 * oc), "bias")
+    bias_h = _gru_stack(bias_h, 2, (dirs, 3 * oc), "bias_h")
+    h0 = _gru_stack(h0, 3, (dirs, n, oc), "h0")
+    u, r, c = slice(0, oc), slice(oc, 2 * oc), slice(2 * oc, 3 * oc)
+
+    outputs = [np.zeros((len(s), dirs * oc)) for s in sentences]
+    last = np.zeros((dirs, n, oc))
+    for d, reverse in enumerate(reverses):
+        cols = slice(d * oc, (d + 1) * oc)
+        for i, words in enumerate(sentences):
+            g = words @ wx[d] + bias[d]
+            h = h0[d, i]
+            steps = range(len(words) - 1, -1, -1) if reverse else range(len(words))
+            for t in steps:
+                hw = h @ wh[d]
+                update = gate_act(g[t, u] + hw[u] + bias_h[d, u])
+                reset = gate_act(g[t, r] + hw[r] + bias_h[d, r])
+                if linear_before_reset:
+                    cand = act(g[t, c] + reset * (hw[c] + bias_h[d, c]))
+                else:
+                    cand = act(g[t, c] + (reset * h) @ wh[d][:, c] + bias_h[d, c])
+                if origin_mode:
+                    h = update * h + (1.0 - update) * cand
+                else:
+                    h = (1.0 - update) * h + update * cand
+                outputs[i][t, cols] = h
+            last[d, i] = h
+
+    # Back into the input's layout; padded positions stay zero.
+    hidden = np.zeros(hidden_shape + (dirs * oc,))
+    for i, out in enumerate(outputs):
+        if layout == "lod":
+            hidden[offsets[i] : offsets[i + 1]] = out
+        elif layout == "tnc":
+            hidden[: len(out), i] = out
+        else:
+            hidden[i, : len(out)] = out
+    return hidden, last

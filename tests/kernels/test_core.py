@@ -6,8 +6,11 @@ import pytest
 from fusebridge import ArgumentError, kernels
 
 
-@pytest.mark.parametrize("shape", [(1, 1, 1), (3, 5, 2), (64, 33, 17)])
-def test_sgemm_through_openblas(shape):
+@pytest.mark.parametrize(
+    "shape", [(1, 1, 1), (3, 5, 2), (64, 33, 17), (301, 257, 129), (20, 64, 1000)]
+)
+def test_sgemm_through_openblas(shape, threads):
+    threads(2)  # the two largest are split over the threads, by rows and by columns
     m, k, n = shape
     rng = np.random.default_rng(0)
     a = rng.standard_normal((m, k)).astype(np.float32)
@@ -27,10 +30,12 @@ def test_blas_is_scipy_openblas():
 
 
 def test_one_thread_setting_drives_openmp_and_blas(threads):
-    threads(1)
-    assert kernels.get_num_threads() == 1 and kernels.blas_info()["threads"] == 1
-    threads(2)
-    assert kernels.get_num_threads() == 2 and kernels.blas_info()["threads"] == 2
+    for n in (1, 2):
+        threads(n)
+        info = kernels.blas_info()
+        assert kernels.get_num_threads() == n and info["threads"] == n
+        # BLAS runs in row slices on the OpenMP threads; OpenBLAS's own pool never wakes.
+        assert info["openblas_pool_threads"] == 1
     with pytest.raises(ArgumentError):
         kernels.set_num_threads(0)
 

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "dropout.hpp"
+#include "gru.hpp"
 #include "philox.hpp"
 #include "runtime.hpp"
 
@@ -31,6 +32,16 @@ static void require_mask(const Bytes& m, const DropoutPrimitive& p) {
     if (int64_t(m.size()) != p.mask_bytes())
         throw nb::value_error(("dropout: mask holds " + std::to_string(m.size()) +
                                " bytes, expected " + std::to_string(p.mask_bytes())).c_str());
+}
+
+using Floats = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
+using FloatsOut = nb::ndarray<float, nb::c_contig, nb::device::cpu>;
+
+static void require_floats(const char* what, size_t have, int64_t want) {
+    if (int64_t(have) != want)
+        throw nb::value_error((std::string("fusion_gru: ") + what + " holds " +
+                               std::to_string(have) + " floats, expected " +
+                               std::to_string(want)).c_str());
 }
 
 NB_MODULE(_C, m) {
@@ -78,6 +89,49 @@ NB_MODULE(_C, m) {
                  self.apply_mask(x.data(), y.data(), mask.data());
              },
              "x"_a, "y"_a, "mask"_a);
+
+    nb::class_<GruPrimitive>(m, "GruPrimitive")
+        .def("__init__",
+             [](GruPrimitive* self, std::vector<int64_t> lens, int layout, int64_t steps,
+                int64_t ic, int64_t oc, int directions, bool reverse, bool linear_before_reset,
+                bool origin_mode, int act, int gate, int isa) {
+                 new (self) GruPrimitive(GruDesc{lens, SeqLayout(layout), steps, ic, oc,
+                                                 directions, reverse, linear_before_reset,
+                                                 origin_mode, GruAct(act), GruAct(gate), Isa(isa)});
+             },
+             "lens"_a, "layout"_a, "steps"_a, "ic"_a, "oc"_a, "directions"_a, "reverse"_a,
+             "linear_before_reset"_a, "origin_mode"_a, "act"_a, "gate"_a, "isa"_a)
+        .def_prop_ro("x_rows", &GruPrimitive::x_rows)
+        .def_prop_ro("words", &GruPrimitive::words)
+        .def("forward",
+             [](const GruPrimitive& self, Floats x, Floats wx, Floats wh, Floats bx, Floats bhc,
+                std::optional<Floats> h0, FloatsOut out, std::optional<FloatsOut> last,
+                int64_t ic, int64_t oc, int64_t directions) {
+                 const int64_t ocp = (oc + kGruBlock - 1) / kGruBlock * kGruBlock;
+                 const int64_t n = self.sentences();
+                 require_floats("x", x.size(), self.x_rows() * ic);
+                 require_floats("wx", wx.size(), ic * directions * 3 * oc);
+                 require_floats("wh", wh.size(), directions * ocp * oc * 3);
+                 require_floats("bias", bx.size(), directions * 3 * ocp);
+                 require_floats("bias_h", bhc.size(), directions * ocp);
+                 if (h0) require_floats("h0", h0->size(), directions * n * oc);
+                 require_floats("out", out.size(), self.x_rows() * directions * oc);
+                 if (last) require_floats("last", last->size(), directions * n * oc);
+                 const GruWeightsView w{wx.data(), wh.data(), bx.data(), bhc.data()};
+                 const float* h0p = h0 ? h0->data() : nullptr;
+                 float* lastp = last ? last->data() : nullptr;
+                 nb::gil_scoped_release release;
+                 self.forward(x.data(), w, h0p, out.data(), lastp);
+             },
+             "x"_a, "wx"_a, "wh"_a, "bx"_a, "bhc"_a, "h0"_a.none(), "out"_a, "last"_a.none(),
+             "ic"_a, "oc"_a, "directions"_a);
+
+    m.def("gru_activation",
+          [](int isa, int act, Floats x, FloatsOut y) {
+              require_floats("y", y.size(), int64_t(x.size()));
+              gru_kernels_for(Isa(isa)).activate(GruAct(act), x.data(), y.data(), int64_t(x.size()));
+          },
+          "isa"_a, "act"_a, "x"_a, "y"_a);
 
     m.def("philox4x32",
           [](nb::ndarray<const uint32_t, nb::shape<-1, 4>, nb::c_contig, nb::device::cpu> ctr,

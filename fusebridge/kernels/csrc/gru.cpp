@@ -1,0 +1,229 @@
+#include "gru.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include "runtime.hpp"
+
+namespace fusebridge {
+
+namespace {
+
+// A step ends at a barrier (about a microsecond): a thread joins the recurrence only when it
+// gets at least this many multiply-adds per step.
+constexpr double kMinFmaPerThread = 16384;
+// The packed Wh a thread may stream every step and still find in its own L2 (half of this
+// machine's 2 MiB). When both directions together exceed it, they run one after the other,
+// each on all threads: a thread then holds a share of one direction's weights, not of both.
+constexpr double kWeightBytesPerThread = 1 << 20;
+
+// Work memory of one executing thread, kept between calls: primitives are shared by threads
+// (they live in a process-wide cache), so scratch cannot live in them, and fresh multi-megabyte
+// buffers every call would cost page faults (oneDNN's per-thread scratchpad does the same).
+struct Scratch {
+    std::vector<float> f;
+    std::vector<const float*> in;
+    std::vector<float*> out;
+};
+
+template <class T>
+T* at_least(std::vector<T>& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+    return v.data();
+}
+
+}  // namespace
+
+GruPrimitive::GruPrimitive(const GruDesc& desc)
+    : k_(gru_kernels_for(desc.isa)), d_(desc), n_(int64_t(desc.lens.size())) {
+    if (d_.ic < 1 || d_.oc < 1)
+        throw std::invalid_argument("fusion_gru: input and hidden size must be >= 1");
+    if (d_.directions != 1 && d_.directions != 2)
+        throw std::invalid_argument("fusion_gru: directions must be 1 or 2");
+    for (int64_t len : d_.lens) {
+        if (len < 0 || (d_.layout != SeqLayout::lod && len > d_.steps))
+            throw std::invalid_argument("fusion_gru: sentence length " + std::to_string(len) +
+                                        " outside [0, " + std::to_string(d_.steps) + "]");
+        words_ += len;
+        max_len_ = std::max(max_len_, len);
+    }
+    ocp_ = (d_.oc + kGruBlock - 1) / kGruBlock * kGruBlock;
+    blocks_ = ocp_ / kGruBlock;
+
+    std::vector<int64_t> prefix(n_, 0);
+    for (int64_t s = 1; s < n_; ++s) prefix[s] = prefix[s - 1] + d_.lens[s - 1];
+    base_.resize(n_);
+    switch (d_.layout) {
+        case SeqLayout::lod: base_ = prefix, step_ = 1, x_rows_ = words_; break;
+        case SeqLayout::tnc:
+            for (int64_t s = 0; s < n_; ++s) base_[s] = s;
+            step_ = n_, x_rows_ = d_.steps * n_;
+            break;
+        case SeqLayout::ntc:
+            for (int64_t s = 0; s < n_; ++s) base_[s] = s * d_.steps;
+            step_ = 1, x_rows_ = d_.steps * n_;
+            break;
+    }
+    compact_ = words_ < x_rows_;
+    gbase_ = compact_ ? prefix : base_;
+
+    order_.resize(n_);
+    std::iota(order_.begin(), order_.end(), int64_t(0));
+    std::stable_sort(order_.begin(), order_.end(),
+                     [&](int64_t a, int64_t b) { return d_.lens[a] > d_.lens[b]; });
+    active_.assign(max_len_, 0);
+    for (int64_t len : d_.lens)
+        for (int64_t t = 0; t < len; ++t) ++active_[t];
+    first_.assign(max_len_, 0);
+    for (int64_t t = 1; t < max_len_; ++t) first_[t] = first_[t - 1] + active_[t - 1];
+}
+
+int GruPrimitive::threads_for_recurrence(int64_t directions) const {
+    const int avail = omp_get_max_threads();
+    if (avail <= 1 || max_len_ == 0) return 1;
+    const int64_t tiles = (active_[0] + k_.tile_rows - 1) / k_.tile_rows;
+    const int64_t items = directions * tiles * blocks_;
+    const double fma = double(active_[0]) * directions * d_.oc * 3.0 * d_.oc;
+    const int64_t by_work = std::max<int64_t>(1, int64_t(fma / kMinFmaPerThread));
+    return int(std::min<int64_t>({avail, items, by_work}));
+}
+
+void GruPrimitive::forward(const float* x, const GruWeightsView& w, const float* h0, float* out,
+                           float* last) const {
+    const int64_t D = d_.directions, OC = d_.oc, G3 = 3 * OC, cols = D * OC;
+    const size_t row_bytes = size_t(cols) * sizeof(float);
+    if (d_.layout != SeqLayout::lod)
+        for (int64_t s = 0; s < n_; ++s)
+            for (int64_t t = d_.lens[s]; t < d_.steps; ++t)
+                std::memset(out + row_of(s, t) * cols, 0, row_bytes);
+
+    auto is_reverse = [&](int64_t d) { return D == 2 ? d == 1 : d_.reverse; };
+    if (words_ > 0) {
+        Scratch& sc = *[] {
+            thread_local Scratch s;
+            return &s;
+        }();
+        const int64_t gsize = words_ * D * G3, xsize = compact_ ? words_ * d_.ic : 0;
+        const int64_t usize = D * n_ * ocp_;
+        float* gproj = at_least(sc.f, size_t(gsize + xsize + 2 * usize + ocp_));
+        float* xc = gproj + gsize;
+        float* u = xc + xsize;
+        float* rh = u + usize;
+        float* zeros = rh + usize;
+        std::fill(zeros, zeros + ocp_, 0.0f);
+
+        // Input projection: every word, both directions, one GEMM (bias joins in the epilogue).
+        const float* xin = x;
+        if (compact_) {
+            for (int64_t s = 0; s < n_; ++s)
+                for (int64_t t = 0; t < d_.lens[s]; ++t)
+                    std::memcpy(xc + (gbase_[s] + t) * d_.ic, x + row_of(s, t) * d_.ic,
+                                size_t(d_.ic) * sizeof(float));
+            xin = xc;
+        }
+        sgemm(words_, D * G3, d_.ic, 1.0f, xin, w.wx, 0.0f, gproj);
+
+        // Row addresses of every (direction, step, active sentence), in step-major order.
+        const float** hprev = at_least(sc.in, size_t(2 * D * words_));
+        const float** grow = hprev + D * words_;
+        float** hout = at_least(sc.out, size_t(D * words_));
+        const int64_t gstep = compact_ ? 1 : step_;
+        for (int64_t d = 0; d < D; ++d) {
+            const bool rev = is_reverse(d);
+            for (int64_t t = 0; t < max_len_; ++t)
+                for (int64_t i = 0; i < active_[t]; ++i) {
+                    const int64_t s = order_[i], len = d_.lens[s];
+                    const int64_t word = rev ? len - 1 - t : t;
+                    const int64_t q = d * words_ + first_[t] + i;
+                    hout[q] = out + row_of(s, word) * cols + d * OC;
+                    grow[q] = gproj + (gbase_[s] + word * gstep) * D * G3 + d * G3;
+                    if (t > 0)
+                        hprev[q] = out + row_of(s, rev ? word + 1 : word - 1) * cols + d * OC;
+                    else
+                        hprev[q] = h0 ? h0 + (d * n_ + s) * OC : zeros;
+                }
+        }
+
+        const int64_t tr = k_.tile_rows;
+        const int passes = d_.linear_before_reset ? 1 : 2;
+        // Directions [d0, d0 + nd) step by step on nt threads.
+        auto run = [&](int64_t d0, int64_t nd, int tid, int nt) {
+            for (int64_t t = 0; t < max_len_; ++t) {
+                const int64_t rows = active_[t], tiles = (rows + tr - 1) / tr;
+                const int64_t per_dir = tiles * blocks_, items = nd * per_dir;
+                const int64_t lo = items * tid / nt, hi = items * (tid + 1) / nt;
+                for (int pass = 0; pass < passes; ++pass) {
+                    const GruTileFn fn = d_.linear_before_reset ? k_.lbr
+                                         : pass == 0            ? k_.update_reset
+                                                                : k_.candidate;
+                    // Consecutive items share a weight block, so a thread keeps its blocks hot.
+                    for (int64_t it = lo; it < hi; ++it) {
+                        const int64_t d = d0 + it / per_dir, block = it % per_dir / tiles;
+                        const int64_t tile = it % tiles, q = d * words_ + first_[t];
+                        const GruStep st{OC,
+                                         ocp_,
+                                         hprev + q,
+                                         hout + q,
+                                         grow + q,
+                                         w.wh + d * blocks_ * OC * kGruPackStride,
+                                         w.bx + d * 3 * ocp_,
+                                         w.bhc + d * ocp_,
+                                         u + d * n_ * ocp_,
+                                         rh + d * n_ * ocp_,
+                                         d_.act,
+                                         d_.gate,
+                                         d_.origin_mode};
+                        fn(st, tile * tr, std::min(tr, rows - tile * tr), block);
+                    }
+                    if (nt > 1) {
+#pragma omp barrier
+                    }
+                }
+            }
+        };
+        auto launch = [&](int64_t d0, int64_t nd) {
+            const int nt = threads_for_recurrence(nd);
+            if (nt > 1) {
+#pragma omp parallel num_threads(nt)
+                run(d0, nd, omp_get_thread_num(), omp_get_num_threads());
+            } else {
+                run(d0, nd, 0, 1);
+            }
+        };
+        const double wh_bytes = double(ocp_) * OC * 3 * sizeof(float);
+        if (D * wh_bytes <= kWeightBytesPerThread * threads_for_recurrence(D)) {
+            launch(0, D);
+        } else {
+            for (int64_t d = 0; d < D; ++d) launch(d, 1);
+        }
+    }
+
+    if (!last) return;
+    for (int64_t d = 0; d < D; ++d)
+        for (int64_t s = 0; s < n_; ++s) {
+            float* dst = last + (d * n_ + s) * OC;
+            const int64_t len = d_.lens[s];
+            if (len > 0)
+                std::memcpy(dst, out + row_of(s, is_reverse(d) ? 0 : len - 1) * cols + d * OC,
+                            size_t(OC) * sizeof(float));
+            else if (h0)
+                std::memcpy(dst, h0 + (d * n_ + s) * OC, size_t(OC) * sizeof(float));
+            else
+                std::fill(dst, dst + OC, 0.0f);
+        }
+}
+
+const GruKernels& gru_kernels_for(Isa isa) {
+    switch (isa) {
+        case Isa::avx512: return gru_kernels_avx512();
+        case Isa::avx2: return gru_kernels_avx2();
+        default: return gru_kernels_scalar();
+    }
+}
+
+}  // namespace fusebridge

@@ -1,0 +1,251 @@
+// GRU step kernels, compiled once per ISA: gru_{scalar,avx2,avx512}.cpp include this with their
+// own -m flags and FB_ISA_NS. GCC vector extensions give one source for every width; the
+// compiler turns a * b + c into FMA (-ffp-contract=fast is GCC's default in GNU C++ mode).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "gru_kernels.hpp"
+
+namespace fusebridge {
+namespace FB_ISA_NS {
+
+#if defined(__AVX512F__)
+constexpr int VW = 16, MR = 8;  // 8 rows x 3 gates = 24 of 32 zmm as accumulators
+#elif defined(__AVX2__)
+constexpr int VW = 8, MR = 4;   // 4 x 3 = 12 of 16 ymm
+#else
+constexpr int VW = 4, MR = 4;   // the x86-64 baseline (SSE2): 12 of 16 xmm
+#endif
+
+typedef float V __attribute__((vector_size(VW * 4)));
+typedef int32_t VI __attribute__((vector_size(VW * 4)));
+typedef float VU __attribute__((vector_size(VW * 4), aligned(4), may_alias));
+
+static inline V load(const float* p) { return *reinterpret_cast<const VU*>(p); }
+static inline void store(float* p, V v) { *reinterpret_cast<VU*>(p) = v; }
+// An intrinsic, not V{} + x: adding to +0 is not an identity for -0, so the compiler would
+// keep an add before every broadcast in the inner loop.
+static inline V splat(float x) {
+#if defined(__AVX512F__)
+    return _mm512_set1_ps(x);
+#elif defined(__AVX2__)
+    return _mm256_set1_ps(x);
+#else
+    return _mm_set1_ps(x);
+#endif
+}
+// The tail of a row that is not a whole vector: never touch memory past it.
+static inline V load_n(const float* p, int64_t n) {
+    if (n >= VW) return load(p);
+    float t[VW] = {};
+    std::memcpy(t, p, size_t(n) * sizeof(float));
+    return load(t);
+}
+static inline void store_n(float* p, V v, int64_t n) {
+    if (n >= VW) return store(p, v);
+    float t[VW];
+    store(t, v);
+    std::memcpy(p, t, size_t(n) * sizeof(float));
+}
+static inline V vmin(V a, V b) { return a < b ? a : b; }
+static inline V vmax(V a, V b) { return a > b ? a : b; }
+
+// exp with Cephes' expf reduction and polynomial (about 1 ulp), inputs clamped to the range
+// whose result is a normal float.
+static inline V vexp(V x) {
+    x = vmin(vmax(x, splat(-87.3365447505531f)), splat(88.3762626647949f));
+    const V magic = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+    const V n = (x * 1.44269504088896341f + magic) - magic;
+    V r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    V p = splat(1.9875691500E-4f);
+    p = p * r + 1.3981999507E-3f;
+    p = p * r + 8.3334519073E-3f;
+    p = p * r + 4.1665795894E-2f;
+    p = p * r + 1.6666665459E-1f;
+    p = p * r + 5.0000001201E-1f;
+    p = p * (r * r) + r + 1.0f;
+    const VI e = (__builtin_convertvector(n, VI) + 127) << 23;
+    V scale;
+    std::memcpy(&scale, &e, sizeof scale);
+    return p * scale;
+}
+
+// 1 / (1 + e^-x): no cancellation anywhere, so the relative error stays that of exp.
+static inline V vsigmoid(V x) { return splat(1.0f) / (splat(1.0f) + vexp(-x)); }
+
+// Cephes tanhf: an odd polynomial below 0.625 (where 1 - 2/(e^2x + 1) would cancel), the
+// exponential form above.
+static inline V vtanh(V x) {
+    const V ax = vmax(x, -x);
+    const V z = x * x;
+    V p = splat(-5.70498872745E-3f);
+    p = p * z + 2.06390887954E-2f;
+    p = p * z - 5.37397155531E-2f;
+    p = p * z + 1.33314422036E-1f;
+    p = p * z - 3.33332819422E-1f;
+    const V small = p * z * x + x;
+    V big = splat(1.0f) - splat(2.0f) / (vexp(ax + ax) + 1.0f);
+    big = x < 0 ? -big : big;
+    return ax < 0.625f ? small : big;
+}
+
+static inline V activate(GruAct a, V x) {
+    switch (a) {
+        case GruAct::sigmoid: return vsigmoid(x);
+        case GruAct::tanh: return vtanh(x);
+        case GruAct::relu: return x > 0 ? x : V{};
+        default: return x;
+    }
+}
+
+// h = u * hp + (1 - u) * c (origin_mode), else (1 - u) * hp + u * c.
+static inline V blend(bool origin, V u, V hp, V c) {
+    return origin ? c + u * (hp - c) : hp + u * (c - hp);
+}
+
+// acc[i][g] = sum_k a[i][k] * W[k, gate0 + g] over the VW units at `w` (a packed block plus
+// the sub-vector offset). The k loop is the whole hidden size: no partial sums leave registers.
+// A small tile has too few accumulators to hide the FMA latency (2 ports x 4 cycles want 8
+// independent chains), so it keeps KU partial sums over interleaved k and adds them at the end.
+template <int R, int G>
+static inline void product(const float* const* a, const float* w, int64_t kdim, int gate0,
+                           V (&acc)[R][G]) {
+    constexpr int KU = R * G >= 8 ? 1 : std::min(8, (8 + R * G - 1) / (R * G));
+    V part[KU][R][G];
+    for (int u = 0; u < KU; ++u)
+        for (int i = 0; i < R; ++i)
+            for (int g = 0; g < G; ++g) part[u][i][g] = V{};
+    w += gate0 * kGruBlock;
+    auto step = [&](int u, int64_t k) {
+        const float* wk = w + k * kGruPackStride;
+        V b[G];
+#pragma GCC unroll 3
+        for (int g = 0; g < G; ++g) b[g] = load(wk + g * kGruBlock);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) {
+            const V ai = splat(a[i][k]);
+#pragma GCC unroll 3
+            for (int g = 0; g < G; ++g) part[u][i][g] += ai * b[g];
+        }
+    };
+    int64_t k = 0;
+    for (; k + KU <= kdim; k += KU)
+#pragma GCC unroll 8
+        for (int u = 0; u < KU; ++u) step(u, k + u);
+    for (; k < kdim; ++k) step(0, k);
+    for (int i = 0; i < R; ++i)
+        for (int g = 0; g < G; ++g) {
+            V sum = part[0][i][g];
+            for (int u = 1; u < KU; ++u) sum += part[u][i][g];
+            acc[i][g] = sum;
+        }
+}
+
+// Calls f(j, n, w) for each vector of hidden units in `block`: j is its first unit, n the
+// units left in the row from j (the last vector may pass OC), w the packed panel it reads.
+template <class F>
+static inline void for_each_vector(const GruStep& s, int64_t block, F&& f) {
+    for (int sub = 0; sub < kGruBlock / VW; ++sub) {
+        const int64_t j = block * kGruBlock + sub * VW;
+        if (j >= s.oc) return;
+        f(j, s.oc - j, s.wh + block * s.oc * kGruPackStride + sub * VW);
+    }
+}
+
+template <int R>
+static void lbr_tile(const GruStep& s, int64_t row0, int64_t block) {
+    const float* const* a = s.hprev + row0;
+    for_each_vector(s, block, [&](int64_t j, int64_t n, const float* w) {
+        V acc[R][3];
+        product<R, 3>(a, w, s.oc, 0, acc);
+        const V bu = load(s.bx + j), br = load(s.bx + s.ocp + j), bc = load(s.bx + 2 * s.ocp + j);
+        const V bhc = load(s.bhc + j);
+        for (int i = 0; i < R; ++i) {
+            const float* g = s.g[row0 + i];
+            const V u = activate(s.gate, acc[i][0] + load_n(g + j, n) + bu);
+            const V r = activate(s.gate, acc[i][1] + load_n(g + s.oc + j, n) + br);
+            const V c = activate(s.act, load_n(g + 2 * s.oc + j, n) + bc + r * (acc[i][2] + bhc));
+            store_n(s.hout[row0 + i] + j, blend(s.origin, u, load_n(a[i] + j, n), c), n);
+        }
+    });
+}
+
+template <int R>
+static void update_reset_tile(const GruStep& s, int64_t row0, int64_t block) {
+    const float* const* a = s.hprev + row0;
+    for_each_vector(s, block, [&](int64_t j, int64_t n, const float* w) {
+        V acc[R][2];
+        product<R, 2>(a, w, s.oc, 0, acc);
+        const V bu = load(s.bx + j), br = load(s.bx + s.ocp + j);
+        for (int i = 0; i < R; ++i) {
+            const float* g = s.g[row0 + i];
+            const int64_t row = (row0 + i) * s.ocp + j;
+            store(s.u + row, activate(s.gate, acc[i][0] + load_n(g + j, n) + bu));
+            const V r = activate(s.gate, acc[i][1] + load_n(g + s.oc + j, n) + br);
+            store(s.rh + row, r * load_n(a[i] + j, n));  // zero past OC: hp loads zeros there
+        }
+    });
+}
+
+template <int R>
+static void candidate_tile(const GruStep& s, int64_t row0, int64_t block) {
+    const float* a[R];
+    for (int i = 0; i < R; ++i) a[i] = s.rh + (row0 + i) * s.ocp;
+    for_each_vector(s, block, [&](int64_t j, int64_t n, const float* w) {
+        V acc[R][1];
+        product<R, 1>(a, w, s.oc, 2, acc);
+        const V bc = load(s.bx + 2 * s.ocp + j), bhc = load(s.bhc + j);
+        for (int i = 0; i < R; ++i) {
+            const float* g = s.g[row0 + i];
+            const V c = activate(s.act, load_n(g + 2 * s.oc + j, n) + bc + acc[i][0] + bhc);
+            const V u = load(s.u + (row0 + i) * s.ocp + j);
+            const V hp = load_n(s.hprev[row0 + i] + j, n);
+            store_n(s.hout[row0 + i] + j, blend(s.origin, u, hp, c), n);
+        }
+    });
+}
+
+// nrows (1..MR) picks the register tile compiled for exactly that many rows.
+template <template <int> class Tile>
+static void dispatch(const GruStep& s, int64_t row0, int64_t nrows, int64_t block) {
+    switch (nrows) {
+#define FB_ROWS(r) \
+    case r: return Tile<(r <= MR ? r : MR)>::run(s, row0, block);
+        FB_ROWS(1) FB_ROWS(2) FB_ROWS(3) FB_ROWS(4) FB_ROWS(5) FB_ROWS(6) FB_ROWS(7) FB_ROWS(8)
+#undef FB_ROWS
+        default: return;
+    }
+}
+template <int R>
+struct Lbr {
+    static void run(const GruStep& s, int64_t r0, int64_t b) { lbr_tile<R>(s, r0, b); }
+};
+template <int R>
+struct UpdateReset {
+    static void run(const GruStep& s, int64_t r0, int64_t b) { update_reset_tile<R>(s, r0, b); }
+};
+template <int R>
+struct Candidate {
+    static void run(const GruStep& s, int64_t r0, int64_t b) { candidate_tile<R>(s, r0, b); }
+};
+
+static void activate_array(GruAct a, const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; i += VW) {
+        const int64_t m = std::min<int64_t>(VW, n - i);
+        store_n(y + i, activate(a, load_n(x + i, m)), m);
+    }
+}
+
+}  // namespace FB_ISA_NS
+
+const GruKernels& FB_GRU_KERNELS_FN() {
+    using namespace FB_ISA_NS;
+    static const GruKernels k{MR, dispatch<Lbr>, dispatch<UpdateReset>, dispatch<Candidate>,
+                              activate_array};
+    return k;
+}
+
+}  // namespace fusebridge

@@ -1,0 +1,115 @@
+"""GRU weights packed once for the compiled kernel (oneDNN's reorder into a packed memory): a
+Session packs at load and reuses the result every run; raw arrays given to fusion_gru are
+packed per call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fusebridge.errors import ArgumentError, ArgumentTypeError
+
+BLOCK = 16  # hidden units per packed block (kGruBlock in csrc/gru_kernels.hpp)
+_REAL = (np.float16, np.float32, np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class GRUWeights:
+    """Canonical GRU weights in the kernel's layout; the arrays are read-only.
+
+    wx [IC, D*3*OC]: both directions side by side, so one GEMM projects every word for both.
+    wh [D, OCp/16, OC, 3, 16]: per block of 16 hidden units, row k of Wh's update, reset and
+    candidate columns, so the recurrent product streams one contiguous panel per block.
+    bias_x [D, 3, OCp]: the input bias plus the recurrent update/reset bias (those two are
+    always simply added). bias_hc [D, OCp]: the recurrent candidate bias, which sits inside
+    r * (...) with linear_before_reset. OCp is OC rounded up to 16; padding is zero.
+    """
+
+    directions: int
+    input_size: int
+    hidden_size: int
+    wx: np.ndarray
+    wh: np.ndarray
+    bias_x: np.ndarray
+    bias_hc: np.ndarray
+
+
+def _real(a: object, op: str, name: str) -> np.ndarray:
+    arr = np.asarray(a)
+    if arr.dtype.type not in _REAL:
+        raise ArgumentTypeError(
+            f"{op}: {name} must be a float16/float32/float64 array, got {arr.dtype}"
+        )
+    return arr
+
+
+def _with_directions(a: np.ndarray, ndim: int, op: str, name: str, dims: str) -> np.ndarray:
+    """[D, ...] as given, or a [...] of one direction (D = 1)."""
+    if a.ndim == ndim - 1:
+        a = a[None]
+    if a.ndim != ndim or a.shape[0] not in (1, 2):
+        raise ArgumentError(
+            f"{op}: {name} must be {dims} with D = 1 or 2 (or without D for one direction), "
+            f"got shape {a.shape}"
+        )
+    return a
+
+
+def _bias(b: object, d: int, oc: int, op: str, name: str) -> np.ndarray:
+    if b is None:
+        return np.zeros((d, 3 * oc), np.float32)
+    arr = _with_directions(_real(b, op, name), 2, op, name, "[D, 3*OC]")
+    if arr.shape != (d, 3 * oc):
+        raise ArgumentError(f"{op}: {name} must have shape {(d, 3 * oc)}, got {arr.shape}")
+    return arr.astype(np.float32)
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a, np.float32)
+    a.setflags(write=False)
+    return a
+
+
+def pack_gru_weights(
+    wx: np.ndarray,
+    wh: np.ndarray,
+    bias: np.ndarray | None = None,
+    bias_h: np.ndarray | None = None,
+) -> GRUWeights:
+    """Pack canonical weights (gate order update, reset, candidate): wx [D, IC, 3*OC],
+    wh [D, OC, 3*OC], bias and bias_h [D, 3*OC]; D may be left out for one direction. Values
+    are converted to float32 once, here."""
+    op = "pack_gru_weights"
+    wx = _with_directions(_real(wx, op, "wx"), 3, op, "wx", "[D, IC, 3*OC]")
+    wh = _with_directions(_real(wh, op, "wh"), 3, op, "wh", "[D, OC, 3*OC]")
+    d, ic, g3 = wx.shape
+    oc = wh.shape[1]
+    if ic < 1 or oc < 1:
+        raise ArgumentError(f"{op}: input and hidden size must be >= 1, got wx {wx.shape}")
+    if wh.shape != (d, oc, 3 * oc) or g3 != 3 * oc:
+        raise ArgumentError(
+            f"{op}: wx [D, IC, 3*OC] and wh [D, OC, 3*OC] disagree: wx {wx.shape}, wh {wh.shape}"
+        )
+    b = _bias(bias, d, oc, op, "bias").reshape(d, 3, oc)
+    bh = _bias(bias_h, d, oc, op, "bias_h").reshape(d, 3, oc)
+    ocp = -(-oc // BLOCK) * BLOCK
+
+    bias_x = np.zeros((d, 3, ocp), np.float32)
+    bias_x[:, :, :oc] = b
+    bias_x[:, :2, :oc] += bh[:, :2]
+    bias_hc = np.zeros((d, ocp), np.float32)
+    bias_hc[:, :oc] = bh[:, 2]
+
+    blocks = np.zeros((d, oc, 3, ocp), np.float32)  # [D, k, gate, unit]
+    blocks[..., :oc] = wh.reshape(d, oc, 3, oc)
+    packed = blocks.reshape(d, oc, 3, ocp // BLOCK, BLOCK).transpose(0, 3, 1, 2, 4)
+    return GRUWeights(
+        directions=d,
+        input_size=ic,
+        hidden_size=oc,
+        wx=_frozen(wx.transpose(1, 0, 2).reshape(ic, d * 3 * oc)),
+        wh=_frozen(packed),
+        bias_x=_frozen(bias_x),
+        bias_hc=_frozen(bias_hc),
+    )
