@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -30,6 +30,13 @@ def as_int(value: object, op: str, name: str) -> int:
         raise ArgumentTypeError(
             f"{op}: {name} must be an integer, got {type(value).__name__}"
         ) from None
+
+
+def as_choice(value: object, choices: Iterable[str], op: str, name: str) -> str:
+    """value, when it is one of the names in choices."""
+    if not isinstance(value, str) or value not in choices:
+        raise ArgumentError(f"{op}: {name} must be one of {tuple(choices)}, got {value!r}")
+    return value
 
 
 def as_u64(value: object, op: str, name: str) -> int:

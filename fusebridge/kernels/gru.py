@@ -10,6 +10,7 @@ import numpy as np
 
 from fusebridge.errors import ArgumentError, ArgumentTypeError
 from fusebridge.kernels import core
+from fusebridge.kernels.arguments import as_choice
 from fusebridge.kernels.gru_weights import GRUWeights, pack_gru_weights
 from fusebridge.kernels.primitive_cache import CACHE
 from fusebridge.kernels.sequence_layout import as_offsets, as_seq_lens
@@ -52,12 +53,6 @@ def _create(desc: GRUDescriptor) -> object:
         gate=ACTIVATIONS[desc.gate_activation],
         isa=core.ISAS.index(desc.isa),
     )
-
-
-def _choice(value: object, choices, name: str) -> str:
-    if not isinstance(value, str) or value not in choices:
-        raise ArgumentError(f"fusion_gru: {name} must be one of {tuple(choices)}, got {value!r}")
-    return value
 
 
 def _sentences(x: np.ndarray, layout: str, offsets: object, seq_lens: object):
@@ -120,8 +115,8 @@ def fusion_gru(
         if wh is None:
             raise ArgumentError(f"{op}: wh is required with raw weights")
         weights = pack_gru_weights(wx, wh, bias, bias_h)
-    layout = _choice(layout, LAYOUTS, "layout")
-    direction = _choice(direction, DIRECTIONS, "direction")
+    layout = as_choice(layout, LAYOUTS, op, "layout")
+    direction = as_choice(direction, DIRECTIONS, op, "direction")
     d, ic, oc = weights.directions, weights.input_size, weights.hidden_size
     if d != (2 if direction == "bidirectional" else 1):
         raise ArgumentError(
@@ -148,13 +143,13 @@ def fusion_gru(
         direction=direction,
         linear_before_reset=bool(linear_before_reset),
         origin_mode=bool(origin_mode),
-        activation=_choice(activation, ACTIVATIONS, "activation"),
-        gate_activation=_choice(gate_activation, ACTIVATIONS, "gate_activation"),
+        activation=as_choice(activation, ACTIVATIONS, op, "activation"),
+        gate_activation=as_choice(gate_activation, ACTIVATIONS, op, "gate_activation"),
         isa=core.isa(),
     )
     prim = CACHE.get(desc, _create)
     out = np.empty(x.shape[:-1] + (d * oc,), np.float32)
     last = np.empty((d, n, oc), np.float32) if return_last else None
     w = weights
-    prim.forward(x, w.wx, w.wh, w.bias_x, w.bias_hc, h0, out, last, ic, oc, d)
+    prim.forward(x, w.wx, w.wh, w.bias_x, w.bias_hc, h0, out, last)
     return (out, last) if return_last else out

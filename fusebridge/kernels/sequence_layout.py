@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from fusebridge.errors import ArgumentError, ArgumentTypeError
+from fusebridge.kernels.arguments import as_choice
 
 LAYOUTS = ("tnc", "ntc")
 PAD_SIDES = ("right", "left")
@@ -69,12 +70,6 @@ def as_seq_lens(seq_lens: object, op: str, n: int, t: int) -> np.ndarray:
     return arr
 
 
-def _choice(value: object, choices: tuple[str, ...], op: str, name: str) -> str:
-    if value not in choices:
-        raise ArgumentError(f"{op}: {name} must be one of {choices}, got {value!r}")
-    return value
-
-
 def _positions(lens: np.ndarray, t: int, pad_side: str) -> tuple[np.ndarray, np.ndarray]:
     """For every word in LoD order: its sentence and its step in the padded sequence."""
     starts = np.cumsum(lens) - lens
@@ -91,8 +86,8 @@ def lod_to_padded(
     """(padded, seq_lens): x [words, C...] split by offsets into [T, N, C...] (tnc) or
     [N, T, C...] (ntc), T the longest sentence, zeros where a sentence is shorter."""
     op = "lod_to_padded"
-    layout = _choice(layout, LAYOUTS, op, "layout")
-    pad_side = _choice(pad_side, PAD_SIDES, op, "pad_side")
+    layout = as_choice(layout, LAYOUTS, op, "layout")
+    pad_side = as_choice(pad_side, PAD_SIDES, op, "pad_side")
     x = np.asarray(x)
     if x.ndim < 1:
         raise ArgumentError(f"{op}: x must be [words, ...], got a scalar")
@@ -114,8 +109,8 @@ def padded_to_lod(
     """(data, offsets): the real steps of padded [T, N, C...] (tnc) or [N, T, C...] (ntc)
     stacked sentence after sentence into [words, C...]; seq_lens None means all T."""
     op = "padded_to_lod"
-    layout = _choice(layout, LAYOUTS, op, "layout")
-    pad_side = _choice(pad_side, PAD_SIDES, op, "pad_side")
+    layout = as_choice(layout, LAYOUTS, op, "layout")
+    pad_side = as_choice(pad_side, PAD_SIDES, op, "pad_side")
     padded = np.asarray(padded)
     if padded.ndim < 2:
         raise ArgumentError(

@@ -14,7 +14,7 @@ namespace fusebridge {
 
 namespace {
 
-// A step ends at a barrier (about a microsecond): a thread joins the recurrence only when it
+// A step ends at a barrier (microseconds on this VM): a thread joins the recurrence only when it
 // gets at least this many multiply-adds per step.
 constexpr double kMinFmaPerThread = 16384;
 // The packed Wh a thread may stream every step and still find in its own L2 (half of this

@@ -40,8 +40,10 @@ class GruPrimitive {
                  float* last) const;
 
     int64_t x_rows() const { return x_rows_; }  // rows of x (and of out)
-    int64_t words() const { return words_; }
     int64_t sentences() const { return n_; }
+    int64_t ic() const { return d_.ic; }
+    int64_t oc() const { return d_.oc; }
+    int64_t directions() const { return d_.directions; }
 
    private:
     int64_t row_of(int64_t s, int64_t w) const { return base_[s] + w * step_; }

@@ -101,12 +101,10 @@ NB_MODULE(_C, m) {
              },
              "lens"_a, "layout"_a, "steps"_a, "ic"_a, "oc"_a, "directions"_a, "reverse"_a,
              "linear_before_reset"_a, "origin_mode"_a, "act"_a, "gate"_a, "isa"_a)
-        .def_prop_ro("x_rows", &GruPrimitive::x_rows)
-        .def_prop_ro("words", &GruPrimitive::words)
         .def("forward",
              [](const GruPrimitive& self, Floats x, Floats wx, Floats wh, Floats bx, Floats bhc,
-                std::optional<Floats> h0, FloatsOut out, std::optional<FloatsOut> last,
-                int64_t ic, int64_t oc, int64_t directions) {
+                std::optional<Floats> h0, FloatsOut out, std::optional<FloatsOut> last) {
+                 const int64_t ic = self.ic(), oc = self.oc(), directions = self.directions();
                  const int64_t ocp = (oc + kGruBlock - 1) / kGruBlock * kGruBlock;
                  const int64_t n = self.sentences();
                  require_floats("x", x.size(), self.x_rows() * ic);
@@ -123,8 +121,7 @@ NB_MODULE(_C, m) {
                  nb::gil_scoped_release release;
                  self.forward(x.data(), w, h0p, out.data(), lastp);
              },
-             "x"_a, "wx"_a, "wh"_a, "bx"_a, "bhc"_a, "h0"_a.none(), "out"_a, "last"_a.none(),
-             "ic"_a, "oc"_a, "directions"_a);
+             "x"_a, "wx"_a, "wh"_a, "bx"_a, "bhc"_a, "h0"_a.none(), "out"_a, "last"_a.none());
 
     m.def("gru_activation",
           [](int isa, int act, Floats x, FloatsOut y) {
