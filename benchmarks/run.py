@@ -1,5 +1,5 @@
 """Run the benchmarks and write one Markdown report:
-`python -m benchmarks.run [--quick] [--only gru|dropout]`."""
+`python -m benchmarks.run [--quick] [--only SECTION]`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,11 @@ from pathlib import Path
 from benchmarks.common import machine
 
 # Section name -> module with run(quick, threads) -> Markdown; imported only when it runs.
-SECTIONS = {"dropout": "benchmarks.dropout", "gru": "benchmarks.gru"}
+SECTIONS = {
+    "dropout": "benchmarks.dropout",
+    "gru": "benchmarks.gru",
+    "paddle_models": "benchmarks.paddle_models",
+}
 
 
 def main() -> None:

@@ -3,11 +3,37 @@
 from importlib.metadata import PackageNotFoundError, version
 
 from fusebridge import kernels
-from fusebridge.errors import ArgumentError, ArgumentTypeError, Error
+from fusebridge.errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    Error,
+    ExecutionError,
+    ModelFormatError,
+    UnsupportedOpError,
+)
+from fusebridge.fuse_passes import OptimizeReport, optimize
+from fusebridge.integrations import load, save_onnx
+from fusebridge.lod_tensor import LoDTensor
+from fusebridge.runtime import Session
 
 try:
     __version__ = version("fusebridge")
 except PackageNotFoundError:  # running from a source tree
     __version__ = "0.0.0+source"
 
-__all__ = ["ArgumentError", "ArgumentTypeError", "Error", "__version__", "kernels"]
+__all__ = [
+    "ArgumentError",
+    "ArgumentTypeError",
+    "Error",
+    "ExecutionError",
+    "LoDTensor",
+    "ModelFormatError",
+    "OptimizeReport",
+    "Session",
+    "UnsupportedOpError",
+    "__version__",
+    "kernels",
+    "load",
+    "optimize",
+    "save_onnx",
+]

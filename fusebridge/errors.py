@@ -15,3 +15,18 @@ class ArgumentError(Error, ValueError):
 
 class ArgumentTypeError(Error, TypeError):
     """An argument has a type (or dtype) the op cannot accept."""
+
+
+class ModelFormatError(Error, ValueError):
+    """A model or parameter file is not what its format says: truncated, corrupt, or
+    inconsistent with the program that names it."""
+
+
+class UnsupportedOpError(Error, ValueError):
+    """A model holds ops (or attribute values) fusebridge cannot convert; the message lists
+    every one at once."""
+
+
+class ExecutionError(Error, RuntimeError):
+    """Running a model failed inside a backend (ONNX Runtime, a kernel) on inputs that passed
+    the checks; the message names the partition or node."""

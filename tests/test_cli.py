@@ -5,9 +5,11 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import fusebridge
+from fusebridge.models import assets
 
 
 def run(*args):
@@ -31,8 +33,17 @@ def test_info_reports_the_core():
     assert {"hits", "misses", "capacity"} <= set(info["primitive_cache"])
 
 
-def test_demo_runs_and_checks_itself():
+def test_demo_loads_optimizes_and_runs_the_bundled_tagger():
     out = run("demo")
+    assert out.returncode == 0, out.stderr
+    assert "fc_gru                 fired 4" in out.stdout
+    assert "bigru                  fired 2" in out.stdout
+    assert "optimized: Add x1, CRFDecoding x1, FusionGRU x2" in out.stdout
+    assert "optimized tags == unfused tags: True" in out.stdout
+
+
+def test_dropout_demo_runs_and_checks_itself():
+    out = run("dropout-demo")
     assert out.returncode == 0, out.stderr
     assert "backward from the mask == backward recomputed from the seed: True" in out.stdout
     assert "the tensor run as two shards == the whole: True" in out.stdout
@@ -40,5 +51,63 @@ def test_demo_runs_and_checks_itself():
 
 @pytest.mark.parametrize("p", ["1.5", "nan"])
 def test_demo_bad_p_is_a_clean_error(p):
-    out = run("demo", "--p", p)
+    out = run("dropout-demo", "--p", p)
     assert out.returncode == 2 and "p must lie in [0, 1]" in out.stderr
+
+
+def test_optimize_explain_then_run_with_lod(tmp_path):
+    tagger = assets.path("tagger")
+    model = tmp_path / "tagger.fb.onnx"
+    out = run("optimize", str(tagger), "-o", str(model), "--explain")
+    assert out.returncode == 0, out.stderr
+    assert "canonical_update_gate  fired 4" in out.stdout and model.is_file()
+    out = run(
+        "run",
+        str(model),
+        "--input",
+        f"words={tagger / 'example_words.npy'}",
+        "--lod",
+        f"words={tagger / 'example_lengths.txt'}",
+        "-o",
+        str(tmp_path / "out"),
+    )
+    assert out.returncode == 0, out.stderr
+    tags = np.load(tmp_path / "out" / "crf_decoding_0.tmp_0.npy")
+    lengths = (tagger / "example_lengths.txt").read_text().split()
+    assert (tmp_path / "out" / "crf_decoding_0.tmp_0.lengths.txt").read_text().split() == lengths
+    ids = np.load(tagger / "example_words.npy")
+    session = fusebridge.Session(fusebridge.load(tagger), backend="reference")
+    want = session.run({"words": fusebridge.LoDTensor(ids, lengths=[int(n) for n in lengths])})
+    np.testing.assert_array_equal(tags, want["crf_decoding_0.tmp_0"].data)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "missing.onnx"], "no such ONNX file"),
+        (["run", "{tagger}", "--input", "words"], "expected NAME=FILE"),
+        (["run", "{tagger}", "--lod", "x=y.txt"], "no --input of that name"),
+        (["optimize", "{tmp}", "-o", "x.onnx"], "expected one model file"),
+    ],
+)
+def test_cli_errors_are_one_line(tmp_path, args, message):
+    args = [a.format(tagger=assets.path("tagger"), tmp=tmp_path) for a in args]
+    out = run(*args)
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.paddle
+def test_bench_compares_with_paddle_side_by_side():
+    pytest.importorskip("paddle")
+    out = run("bench", str(assets.path("tagger")), "--sentences", "3", "--repeat", "2")
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| 3 |")]
+    assert [r.split("|")[3].strip() for r in rows] == [
+        "fusebridge",
+        "paddle_executor",
+        "paddle_inference",
+        "paddle_inference_onednn",
+    ]
+    assert "session overhead" in rows[0]
+    for row in rows[1:]:  # a peer either ran and agreed with us, or its failure is the row
+        assert "| yes |" in row or "crashed" in row or "failed" in row

@@ -9,6 +9,7 @@ from fusebridge.kernels.core import (
     set_isa,
     set_num_threads,
 )
+from fusebridge.kernels.crf_decoding import crf_decoding
 from fusebridge.kernels.dropout import (
     DropoutDescriptor,
     dropout,
@@ -26,6 +27,7 @@ from fusebridge.kernels.gru_weights import GRUWeights, pack_gru_weights
 from fusebridge.kernels.philox import philox4x32
 from fusebridge.kernels.primitive_cache import cache_stats, set_cache_capacity
 from fusebridge.kernels.sequence_layout import lod_to_padded, padded_to_lod
+from fusebridge.kernels.sequence_pool import sequence_pool
 
 __all__ = [
     "DropoutDescriptor",
@@ -35,6 +37,7 @@ __all__ = [
     "blas_info",
     "cache_stats",
     "canonical_to_paddle_weight_h",
+    "crf_decoding",
     "dropout",
     "dropout_backward",
     "dropout_mask",
@@ -48,6 +51,7 @@ __all__ = [
     "padded_to_lod",
     "paddle_weight_h_to_canonical",
     "philox4x32",
+    "sequence_pool",
     "set_cache_capacity",
     "set_isa",
     "set_num_threads",

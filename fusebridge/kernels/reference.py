@@ -239,3 +239,59 @@ def gru(
         else:
             hidden[i, : len(out)] = out
     return hidden, last
+
+
+def crf_decoding(
+    emission: np.ndarray,
+    transition: np.ndarray,
+    offsets: np.ndarray,
+    label: np.ndarray | None = None,
+) -> np.ndarray:
+    """Viterbi path int64 [words, 1] of a linear-chain CRF in float64, one sentence at a time:
+    alpha_0 = start + x_0, alpha_k[j] = max_i(alpha_{k-1}[i] + w[i, j]) + x_k[j], the last tag
+    argmax(alpha + end), then back along the argmaxes; the first of equal maxima wins. With a
+    label, 1 where the path equals it and 0 elsewhere."""
+    x = np.asarray(emission, np.float64)
+    trans = np.asarray(transition, np.float64)
+    start, end, w = trans[0], trans[1], trans[2:]
+    offsets = np.asarray(offsets, np.int64)
+    path = np.zeros((x.shape[0], 1), np.int64)
+    for s in range(len(offsets) - 1):
+        words = x[offsets[s] : offsets[s + 1]]
+        if len(words) == 0:
+            continue
+        alpha, back = start + words[0], []
+        for xk in words[1:]:
+            scores = alpha[:, None] + w  # [from, to]
+            back.append(np.argmax(scores, axis=0))
+            alpha = scores.max(axis=0) + xk
+        tags = [int(np.argmax(alpha + end))]
+        for b in reversed(back):
+            tags.append(int(b[tags[-1]]))
+        path[offsets[s] : offsets[s + 1], 0] = tags[::-1]
+    if label is not None:
+        path = (path == np.asarray(label)).astype(np.int64)
+    return path
+
+
+def sequence_pool(
+    x: np.ndarray, offsets: np.ndarray, pooltype: str, pad_value: float = 0.0
+) -> np.ndarray:
+    """Each sentence of LoD x [words, ...] pooled into one row of [N, ...] in float64:
+    SUM, AVERAGE, SQRT (sum / sqrt(length)), MAX, LAST or FIRST; pad_value for an empty one."""
+    x = np.asarray(x, np.float64)
+    offsets = np.asarray(offsets, np.int64)
+    pool = {
+        "SUM": lambda s: s.sum(axis=0),
+        "AVERAGE": lambda s: s.sum(axis=0) / len(s),
+        "SQRT": lambda s: s.sum(axis=0) / np.sqrt(len(s)),
+        "MAX": lambda s: s.max(axis=0),
+        "LAST": lambda s: s[-1],
+        "FIRST": lambda s: s[0],
+    }[pooltype.upper()]
+    out = np.full((len(offsets) - 1,) + x.shape[1:], float(pad_value))
+    for i in range(len(offsets) - 1):
+        rows = x[offsets[i] : offsets[i + 1]]
+        if len(rows):
+            out[i] = pool(rows)
+    return out

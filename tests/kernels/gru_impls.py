@@ -4,12 +4,11 @@ legacy static program (Paddle is the oracle; shared/reference/paddle_gru.md)."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import os
 
 import numpy as np
 import pytest
+from paddle_oracle import legacy_static, paddle_or_skip
 
 from fusebridge import kernels
 from fusebridge.kernels import reference
@@ -31,29 +30,11 @@ def offsets_of(lengths) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
 
-def _paddle():
-    # Legacy (non-PIR) programs: the flag must be set before the first import of paddle; if
-    # another test imported it already, OldIrGuard below switches for the duration.
-    os.environ["FLAGS_enable_pir_api"] = "0"
-    return pytest.importorskip("paddle")
-
-
-@contextlib.contextmanager
-def _legacy_static(paddle):
-    """Static mode on the legacy IR, and dygraph back afterwards for the other tests."""
-    with paddle.pir_utils.OldIrGuard():
-        paddle.enable_static()
-        try:
-            yield
-        finally:
-            paddle.disable_static()
-
-
 @functools.cache
 def _paddle_program(ic, oc, has_h0, is_reverse, origin_mode, activation, gate_activation):
     """mul (X [words, IC] x WeightX) then gru, built once per configuration."""
-    paddle = _paddle()
-    with _legacy_static(paddle):
+    paddle = paddle_or_skip()
+    with legacy_static(paddle):
         main, startup = paddle.static.Program(), paddle.static.Program()
         with paddle.static.program_guard(main, startup):
             x = paddle.static.data("x", [-1, ic], "float32", lod_level=1)
@@ -105,7 +86,7 @@ def paddle_gru(
 ) -> np.ndarray:
     """Hidden [words, OC] of Paddle's gru op on LoD x [words, IC] (sentence lengths in order),
     fed WeightX [IC, 3*OC], Weight in Paddle's own flat layout, Bias [1, 3*OC], H0 [N, OC]."""
-    paddle = _paddle()
+    paddle = paddle_or_skip()
     main, hidden, exe = _paddle_program(
         x.shape[1],
         weight.shape[0],
@@ -115,7 +96,7 @@ def paddle_gru(
         activation,
         gate_activation,
     )
-    with _legacy_static(paddle):
+    with legacy_static(paddle):
         lod_x = paddle.base.core.DenseTensor()
         lod_x.set(np.ascontiguousarray(x, np.float32), paddle.CPUPlace())
         lod_x.set_recursive_sequence_lengths([[int(n) for n in lengths]])

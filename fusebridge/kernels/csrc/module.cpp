@@ -9,6 +9,7 @@
 
 #include <optional>
 
+#include "crf_decoding.hpp"
 #include "dropout.hpp"
 #include "gru.hpp"
 #include "philox.hpp"
@@ -129,6 +130,26 @@ NB_MODULE(_C, m) {
               gru_kernels_for(Isa(isa)).activate(GruAct(act), x.data(), y.data(), int64_t(x.size()));
           },
           "isa"_a, "act"_a, "x"_a, "y"_a);
+
+    using Tags = nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>;
+    m.def("crf_decoding",
+          [](nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> emission,
+             nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> transition,
+             Tags offsets, std::optional<Tags> label,
+             nb::ndarray<int64_t, nb::c_contig, nb::device::cpu> path) {
+              CrfDecodingArgs a{};
+              a.emission = emission.data();
+              a.words = int64_t(emission.shape(0)), a.tags = int64_t(emission.shape(1));
+              a.transition = transition.data();
+              a.transition_rows = int64_t(transition.shape(0));
+              a.transition_cols = int64_t(transition.shape(1));
+              a.offsets = offsets.data(), a.offsets_size = int64_t(offsets.size());
+              if (label) a.label = label->data(), a.label_size = int64_t(label->size());
+              a.path = path.data(), a.path_size = int64_t(path.size());
+              nb::gil_scoped_release release;
+              crf_decoding(a);
+          },
+          "emission"_a, "transition"_a, "offsets"_a, "label"_a.none(), "path"_a);
 
     m.def("philox4x32",
           [](nb::ndarray<const uint32_t, nb::shape<-1, 4>, nb::c_contig, nb::device::cpu> ctr,

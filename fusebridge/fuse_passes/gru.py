@@ -1,0 +1,247 @@
+"""GRU fusions: fc_gru and mul_gru (projection + recurrence -> FusionGRU), canonical_update_gate
+(origin_mode 0 -> 1 by update-gate negation), bigru (forward + reverse + concat -> one
+bidirectional FusionGRU).
+
+Unlike Paddle's own passes (shared/reference/paddle_gru.md): H0 is kept, a GRU without bias
+fuses, origin_mode 1 fuses, matmul_v2/fc producers fuse (they all import as MatMul [+ Add]), and
+every changed weight is a new initializer."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import onnx_ir as ir
+
+from fusebridge import ir as fir
+from fusebridge.fuse_passes.rule import FusionRule
+from fusebridge.kernels import negate_update_gate
+
+_GRU_INPUTS = ("X", "lengths", "Wh", "B", "B_h", "H0")
+_FUSION_INPUTS = ("X", "lengths", "Wx", "Wh", "B", "B_h", "H0")
+
+
+def _inputs(node: ir.Node, names: tuple[str, ...]) -> dict[str, ir.Value | None]:
+    values = list(node.inputs) + [None] * (len(names) - len(node.inputs))
+    return dict(zip(names, values))
+
+
+def _attrs(node: ir.Node) -> dict[str, object]:
+    return fir.schema(node.op_type).attribute_values(node)
+
+
+class _ProjectionIntoGRU(FusionRule):
+    """MatMul(x, Wx) [+ Add(b)] feeding a GRU -> FusionGRU(x) with the bias folded in."""
+
+    with_bias = False
+
+    def check(self, context, w, projected, gru_out, b=None, fc_out=None, **_):
+        self.begin(context)
+        gru = gru_out.producer()
+        wx = self.constant(w)
+        if wx is None or wx.ndim != 2:
+            return self.refuse(
+                gru, f"the projection weight {w.name!r} is not a constant 2-D matrix"
+            )
+        if len(gru.outputs) != 1:
+            return self.refuse(gru, "the GRU's Y_last output is used")
+        oc3 = wx.shape[1]
+        wh = _inputs(gru, _GRU_INPUTS)["Wh"]
+        if wh.shape is not None and wh.shape.is_static() and wh.shape[-1] != oc3:
+            return self.refuse(
+                gru, f"the projection gives {oc3} columns, the GRU needs {wh.shape[-1]}"
+            )
+        reason = self.second_consumer(projected, "projection output")
+        if fc_out is not None:
+            reason = reason or self.second_consumer(fc_out, "FC output (after the bias)")
+            bias = self.constant(b)
+            if bias is None or bias.size != oc3:
+                return self.refuse(gru, f"the FC bias {b.name!r} is not a constant of {oc3} values")
+        if reason:
+            return self.refuse(gru, reason)
+        gru_bias = _inputs(gru, _GRU_INPUTS)["B"]
+        if gru_bias is not None and self.constant(gru_bias) is None:
+            return self.refuse(gru, f"the GRU bias {gru_bias.name!r} is computed, not a constant")
+        if _attrs(gru)["direction"] == "bidirectional":
+            return self.refuse(gru, "a bidirectional GRU op has no projection per direction")
+        return self.begin(context)
+
+    def rewrite(self, op, x, w, gru_out, b=None, **_):
+        gru = gru_out.producer()
+        inputs = _inputs(gru, _GRU_INPUTS)
+        wx = self.constant(w)
+        bias = inputs["B"]
+        if b is not None:
+            folded = self.constant(b).reshape(1, -1).astype(np.float32)
+            if bias is not None:
+                folded = folded + self.constant(bias).reshape(1, -1)
+            bias = self.new_initializer(op, folded, f"{gru_out.name}/bias")
+        new_wx = self.new_initializer(op, wx[None], f"{w.name}/wx")
+        return self.fusebridge_node(
+            op,
+            "FusionGRU",
+            [x, inputs["lengths"], new_wx, inputs["Wh"], bias, inputs["B_h"], inputs["H0"]],
+            _attrs(gru),
+        )
+
+
+class FcGRU(_ProjectionIntoGRU):
+    name = "fc_gru"
+    runs_after: ClassVar[dict[str, str]] = {
+        "inference_dropout": "a dropout between the FC and the GRU hides the pattern"
+    }
+    with_bias = True
+
+    def pattern(self, op, x, w, b, lengths, wh):
+        projected = op.MatMul(x, w, _outputs=["projected"])
+        return op.GRU(
+            op.Add(projected, b, _outputs=["fc_out"]),
+            lengths,
+            wh,
+            _domain=fir.DOMAIN,
+            _allow_other_inputs=True,
+            _outputs=["gru_out"],
+        )
+
+
+class MulGRU(_ProjectionIntoGRU):
+    name = "mul_gru"
+    runs_after = FcGRU.runs_after
+
+    def pattern(self, op, x, w, lengths, wh):
+        return op.GRU(
+            op.MatMul(x, w, _outputs=["projected"]),
+            lengths,
+            wh,
+            _domain=fir.DOMAIN,
+            _allow_other_inputs=True,
+            _outputs=["gru_out"],
+        )
+
+
+class CanonicalUpdateGate(FusionRule):
+    """origin_mode 0 -> 1 by negating the update-gate columns: sigmoid(-a) = 1 - sigmoid(a)."""
+
+    name = "canonical_update_gate"
+    runs_after: ClassVar[dict[str, str]] = {
+        "fc_gru": "it rewrites FusionGRU weights; a GRU fused later would keep origin_mode 0",
+        "mul_gru": "it rewrites FusionGRU weights; a GRU fused later would keep origin_mode 0",
+    }
+
+    def pattern(self, op, x, lengths, wx, wh):
+        return op.FusionGRU(
+            x, lengths, wx, wh, _domain=fir.DOMAIN, _allow_other_inputs=True, _outputs=["y"]
+        )
+
+    def check(self, context, y, **_):
+        self.begin(context)
+        node = y.producer()
+        attrs = _attrs(node)
+        if attrs["origin_mode"] == 1:
+            return self.skip("already origin_mode 1")
+        if attrs["gate_activation"] != "sigmoid":
+            return self.refuse(
+                node,
+                f"gate_activation is {attrs['gate_activation']}: update-gate negation needs "
+                "sigmoid (sigmoid(-a) = 1 - sigmoid(a)); the kernel runs origin_mode 0 as is",
+            )
+        inputs = _inputs(node, _FUSION_INPUTS)
+        for name in ("Wx", "Wh", "B", "B_h"):
+            if inputs[name] is not None and self.constant(inputs[name]) is None:
+                return self.refuse(node, f"{name} {inputs[name].name!r} is not a constant")
+        return self.begin(context)
+
+    def rewrite(self, op, y, **_):
+        node = y.producer()
+        inputs = _inputs(node, _FUSION_INPUTS)
+        arrays = [self.constant(inputs[n]) for n in ("Wx", "Wh", "B", "B_h")]
+        negated = negate_update_gate(*arrays)
+        new = [
+            None if a is None else self.new_initializer(op, a, f"{inputs[n].name}/origin_mode1")
+            for n, a in zip(("Wx", "Wh", "B", "B_h"), negated)
+        ]
+        attrs = {**_attrs(node), "origin_mode": 1}
+        return self.fusebridge_node(
+            op, "FusionGRU", [inputs["X"], inputs["lengths"], *new, inputs["H0"]], attrs
+        )
+
+
+class BiGRU(FusionRule):
+    """Concat(FusionGRU forward, FusionGRU reverse) over the same input and sentences -> one
+    bidirectional FusionGRU. Each sentence runs backwards from its own end, so unequal lengths
+    are right (Paddle's oneDNN multi_gru pads to the longest instead)."""
+
+    name = "bigru"
+    runs_after: ClassVar[dict[str, str]] = {
+        "fc_gru": "it merges FusionGRU nodes, which fc_gru produces",
+        "mul_gru": "it merges FusionGRU nodes, which mul_gru produces",
+    }
+
+    def pattern(self, op, x, lengths, wx1, wh1, wx2, wh2):
+        first = op.FusionGRU(
+            x, lengths, wx1, wh1, _domain=fir.DOMAIN, _allow_other_inputs=True, _outputs=["y1"]
+        )
+        second = op.FusionGRU(
+            x, lengths, wx2, wh2, _domain=fir.DOMAIN, _allow_other_inputs=True, _outputs=["y2"]
+        )
+        return op.Concat(first, second, _outputs=["joined"])
+
+    def check(self, context, y1, y2, joined, **_):
+        self.begin(context)
+        concat = joined.producer()
+        fwd, rev = y1.producer(), y2.producer()
+        a1, a2 = _attrs(fwd), _attrs(rev)
+        if (a1["direction"], a2["direction"]) == ("reverse", "forward"):
+            return self.refuse(concat, "the concat puts the reverse direction first")
+        if (a1["direction"], a2["direction"]) != ("forward", "reverse"):
+            return self.skip("not a forward and a reverse GRU")
+        differ = [k for k in a1 if k != "direction" and a1[k] != a2[k]]
+        if differ:
+            return self.refuse(concat, f"the two GRUs differ in {', '.join(differ)}")
+        axis = concat.attributes["axis"].value
+        rank = 2 if a1["layout"] == "lod" else 3
+        if axis not in (-1, rank - 1):
+            return self.refuse(concat, f"the concat joins axis {axis}, not the features")
+        reason = self.second_consumer(y1, "forward GRU output") or self.second_consumer(
+            y2, "reverse GRU output"
+        )
+        if reason:
+            return self.refuse(concat, reason)
+        i1, i2 = _inputs(fwd, _FUSION_INPUTS), _inputs(rev, _FUSION_INPUTS)
+        for name in ("Wx", "Wh", "B", "B_h"):
+            for inputs in (i1, i2):
+                if inputs[name] is not None and self.constant(inputs[name]) is None:
+                    return self.refuse(concat, f"{name} {inputs[name].name!r} is not a constant")
+        if (i1["H0"] is None) != (i2["H0"] is None):
+            return self.refuse(concat, "only one direction has an H0")
+        return self.begin(context)
+
+    def rewrite(self, op, x, lengths, y1, y2, joined, **_):
+        fwd, rev = y1.producer(), y2.producer()
+        i1, i2 = _inputs(fwd, _FUSION_INPUTS), _inputs(rev, _FUSION_INPUTS)
+        oc = self.constant(i1["Wh"]).shape[-2]
+        stacked = []
+        for name in ("Wx", "Wh", "B", "B_h"):
+            pair = [i1[name], i2[name]]
+            if pair == [None, None]:
+                stacked.append(None)
+                continue
+            dims = 1 if name in ("B", "B_h") else 2  # per-direction rank
+            arrays = [
+                np.zeros((1, 3 * oc), np.float32)
+                if v is None
+                else self.constant(v).reshape((1,) + self.constant(v).shape[-dims:])
+                for v in pair
+            ]
+            stacked.append(
+                self.new_initializer(op, np.concatenate(arrays), f"{joined.name}/{name.lower()}")
+            )
+        h0 = None
+        if i1["H0"] is not None:
+            shape = self.new_initializer(
+                op, np.array([1, -1, oc], np.int64), f"{joined.name}/h0_shape"
+            )
+            h0 = op.Concat(op.Reshape(i1["H0"], shape), op.Reshape(i2["H0"], shape), axis=0)
+            h0.type = ir.TensorType(ir.DataType.FLOAT)
+        attrs = {**_attrs(fwd), "direction": "bidirectional"}
+        return self.fusebridge_node(op, "FusionGRU", [x, lengths, *stacked, h0], attrs)

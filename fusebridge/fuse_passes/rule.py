@@ -1,0 +1,89 @@
+"""FusionRule: an onnxscript rewrite rule (pattern, check, rewrite) that says why it refuses.
+
+Rules are built with remove_nodes=False so that the matcher does not reject a match whose
+inner values have other consumers with a generic message: `check` tests that itself and
+records the precise reason (the rewriter removes the replaced nodes once they are unused)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import onnx_ir as ir
+from onnxscript.rewriter import pattern
+from onnxscript.rewriter._basics import MatchResult
+
+from fusebridge import ir as fir
+
+
+class FusionRule(pattern.RewriteRuleClassBase):
+    name: str = ""
+    # Rules that must run before this one in a pipeline, each with the reason.
+    runs_after: ClassVar[dict[str, str]] = {}
+
+    def __init__(self) -> None:
+        super().__init__(self.name, remove_nodes=False)
+        self.fired = 0
+        self.refusals: list[tuple[str, str]] = []
+        self._graph: ir.Graph | None = None
+
+    # -- used by check ---------------------------------------------------------------------
+    def begin(self, context) -> MatchResult:
+        self._graph = context.graph_or_function
+        return MatchResult()
+
+    def refuse(self, at: ir.Node, reason: str) -> MatchResult:
+        """A near miss: recorded for the report."""
+        self.refusals.append((at.outputs[0].name or at.op_type, reason))
+        return MatchResult().fail(reason)
+
+    @staticmethod
+    def skip(reason: str) -> MatchResult:
+        """Not a candidate at all (not reported)."""
+        return MatchResult().fail(reason)
+
+    @staticmethod
+    def consumers(value: ir.Value) -> list[ir.Node]:
+        return [u.node for u in value.uses()]
+
+    def second_consumer(self, value: ir.Value, what: str) -> str | None:
+        """The refusal reason when `value` has a consumer besides the pattern's one, or is a
+        graph output."""
+        users = self.consumers(value)
+        if value.is_graph_output():
+            return f"the {what} {value.name!r} is a graph output"
+        if len(users) > 1:
+            others = ", ".join(f"{n.op_type} {n.name!r}" for n in users)
+            return f"the {what} {value.name!r} has a second consumer ({others})"
+        return None
+
+    @staticmethod
+    def constant(value: ir.Value | None) -> np.ndarray | None:
+        if value is None or value.const_value is None or value.is_graph_input():
+            return None
+        return value.const_value.numpy()
+
+    # -- used by rewrite -------------------------------------------------------------------
+    def new_initializer(self, op, array: np.ndarray, hint: str) -> ir.Value:
+        """A new initializer with a name no other value has: never a changed shared tensor."""
+        taken = set(self._graph.initializers) if self._graph is not None else set()
+        name, k = hint, 0
+        while name in taken:
+            k += 1
+            name = f"{hint}@{k}"
+        return op.initializer(ir.tensor(np.ascontiguousarray(array), name=name), name=name)
+
+    def fusebridge_node(self, op, op_type: str, inputs: list, attrs: dict) -> ir.Value:
+        while inputs and inputs[-1] is None:
+            inputs.pop()
+        self.fired += 1
+        return getattr(op, op_type)(
+            *inputs, _domain=fir.DOMAIN, _version=fir.DOMAIN_VERSION, **attrs
+        )
+
+    def as_rewrite_rule(self) -> pattern.RewriteRule:
+        """This instance as an onnxscript rule (the classmethod `rule()` would make a new
+        instance, whose counts and refusals we would not see)."""
+        return pattern.RewriteRule(
+            self.pattern, self.rewrite, self.check, name=self.name, remove_nodes=False
+        )

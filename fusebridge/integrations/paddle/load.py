@@ -1,0 +1,266 @@
+"""Paddle legacy inference model (ProgramDesc + parameters) -> canonical onnx_ir model.
+
+Read without importing paddle. feed/fetch ops become graph inputs/outputs; a LoD feed or fetch
+`x` becomes the pair `x` + `x.offsets`; every op that needs sentence boundaries gets the offsets
+as an explicit input, carried from the feed through the ops that keep LoD (DESIGN.md 3)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from fusebridge import ir as fir
+from fusebridge.errors import ModelFormatError, UnsupportedOpError
+from fusebridge.integrations.paddle.op_converters import CONVERTERS, KEEPS_LOD
+from fusebridge.integrations.paddle.params import read_paddle_model
+from fusebridge.integrations.paddle.program_desc import OpDesc, ProgramDesc
+
+_FEED_FETCH_VAR_TYPES = (9, 10)
+
+
+class ProgramConverter:
+    """Walks block 0 once. Paddle variable names map to the IR value that last wrote them
+    (programs may write a name twice), and LoD variables to their offsets value."""
+
+    def __init__(self, program: ProgramDesc, params: dict[str, np.ndarray], source: str) -> None:
+        self.block = program.blocks[0]
+        self.params = params
+        self.source = source
+        self.values: dict[str, ir.Value] = {}
+        self.offsets: dict[str, ir.Value] = {}
+        self.nodes: list[ir.Node] = []
+        self.initializers: list[ir.Value] = []
+        self._taken: set[str] = set()
+        self._fetched: set[ir.Value] = set()
+        self.op: OpDesc | None = None  # the op being converted, for messages
+
+    # -- names and values -------------------------------------------------------------------
+    def unique(self, name: str) -> str:
+        base, k = name, 0
+        while name in self._taken:
+            k += 1
+            name = f"{base}@{k}"
+        self._taken.add(name)
+        return name
+
+    def where(self) -> str:
+        op = self.op
+        return f"paddle op {op.type!r}" if op else f"paddle model {self.source}"
+
+    def dtype_of(self, var: str) -> ir.DataType | None:
+        desc = self.block.vars.get(var)
+        if desc is None or desc.dtype is None:
+            return None
+        return ir.DataType.from_numpy(desc.dtype)
+
+    def rank_of(self, var: str) -> int:
+        if var in self.params:
+            return self.params[var].ndim
+        desc = self.block.vars.get(var)
+        if desc is None:
+            raise ModelFormatError(f"{self.where()}: variable {var!r} has no VarDesc")
+        return len(desc.shape)
+
+    def is_param(self, var: str) -> bool:
+        return var in self.params and var not in self.values
+
+    def param(self, var: str) -> np.ndarray:
+        if var not in self.params:
+            raise UnsupportedOpError(
+                f"{self.where()}: input {var!r} must be a parameter (a persistable variable "
+                "with saved data), but it is computed in the graph"
+            )
+        return self.params[var]
+
+    def value(self, var: str) -> ir.Value:
+        if var not in self.values:
+            if var not in self.params:
+                raise ModelFormatError(
+                    f"{self.where()}: reads variable {var!r}, which no earlier op writes and "
+                    "which is neither a feed nor a saved parameter"
+                )
+            self.values[var] = self.const(self.params[var], var)
+        return self.values[var]
+
+    def const(self, array: np.ndarray, name: str) -> ir.Value:
+        """A new initializer (never a changed shared one)."""
+        array = np.ascontiguousarray(array)
+        t = ir.tensor(array, name=self.unique(name))
+        v = ir.Value(
+            name=t.name, const_value=t, shape=ir.Shape(array.shape), type=ir.TensorType(t.dtype)
+        )
+        self.initializers.append(v)
+        return v
+
+    def ints(self, values: Sequence[int], name: str) -> ir.Value:
+        return self.const(np.asarray(values, np.int64), name)
+
+    # -- building -----------------------------------------------------------------------------
+    def add(
+        self,
+        op_type: str,
+        inputs: Sequence[ir.Value | None],
+        attributes: dict[str, object] | None = None,
+        *,
+        name: str,
+        dtype: ir.DataType | None = None,
+        domain: str = "",
+        num_outputs: int = 1,
+    ) -> ir.Value:
+        """Appends a node; its first output is named `name` (made unique) and typed `dtype`
+        (default: the first input's). Returns that output."""
+        if domain == fir.DOMAIN:
+            node = fir.node(op_type, inputs, attributes, num_outputs=num_outputs)
+        else:
+            node = ir.node(op_type, list(inputs), attributes, num_outputs=num_outputs)
+        out = node.outputs[0]
+        out.name = self.unique(name)
+        dtype = dtype or (inputs[0].dtype if inputs and inputs[0] is not None else None)
+        if dtype is not None:
+            out.type = ir.TensorType(dtype)
+        node.name = out.name
+        self.nodes.append(node)
+        return out
+
+    def define(self, var: str, value: ir.Value, offsets: ir.Value | None = None) -> None:
+        """Paddle variable `var` is now `value`; its LoD, if any, is `offsets`."""
+        dtype = self.dtype_of(var)
+        if dtype is not None and value.dtype is None:
+            value.type = ir.TensorType(dtype)
+        self.values[var] = value
+        self.offsets.pop(var, None)
+        if offsets is not None:
+            self.offsets[var] = offsets
+
+    def offsets_of(self, var: str, what: str) -> ir.Value:
+        if var not in self.offsets:
+            raise UnsupportedOpError(
+                f"{self.where()}: {what} {var!r} must be a LoD tensor (sentence boundaries "
+                "from a lod_level 1 feed through ops that keep LoD), but it has no LoD"
+            )
+        return self.offsets[var]
+
+    # -- the program --------------------------------------------------------------------------
+    def convert(self) -> ir.Model:
+        ops = self.block.ops
+        unsupported = [
+            op for op in ops if op.type not in CONVERTERS and op.type not in ("feed", "fetch")
+        ]
+        if unsupported:
+            listed = {}
+            for op in unsupported:
+                slots = ", ".join(f"{k}={list(v)}" for k, v in op.inputs.items())
+                listed.setdefault(op.type, f"{op.type} (inputs {slots})")
+            raise UnsupportedOpError(
+                f"paddle model {self.source}: {len(listed)} unsupported op type(s): "
+                + "; ".join(listed.values())
+                + f". Supported: {', '.join(sorted(CONVERTERS))}"
+            )
+        inputs: list[tuple[int, ir.Value]] = []
+        outputs: list[tuple[int, list[ir.Value]]] = []
+        for op in ops:
+            self.op = op
+            if op.type == "feed":
+                inputs += self._feed(op)
+            elif op.type == "fetch":
+                outputs.append(self._fetch(op))
+            else:
+                CONVERTERS[op.type](self, op)
+                self._carry_lod(op)
+        self.op = None
+        if not inputs or not outputs:
+            raise ModelFormatError(
+                f"paddle model {self.source}: the program has no feed or no fetch op; save it "
+                "with paddle.static.save_inference_model"
+            )
+        graph_inputs = [v for _, pair in sorted(inputs, key=lambda p: p[0]) for v in pair]
+        graph_outputs = [v for _, pair in sorted(outputs, key=lambda p: p[0]) for v in pair]
+        graph = ir.Graph(
+            graph_inputs,
+            graph_outputs,
+            nodes=self.nodes,
+            initializers=self.initializers,
+            opset_imports=fir.opset_imports(),
+            name=os.path.basename(self.source.rstrip("/")) or "paddle",
+        )
+        return ir.Model(graph, ir_version=fir.IR_VERSION, producer_name="fusebridge")
+
+    def _feed(self, op: OpDesc) -> list[tuple[int, list[ir.Value]]]:
+        (var,) = op.outputs["Out"]
+        desc = self.block.vars.get(var)
+        if desc is None or desc.dtype is None:
+            raise ModelFormatError(f"paddle feed {var!r}: no VarDesc with a data type")
+        if desc.lod_level > 1:
+            raise UnsupportedOpError(
+                f"paddle feed {var!r}: lod_level {desc.lod_level}; only level-1 LoD is supported"
+            )
+        shape = ir.Shape([d if d >= 0 else None for d in desc.shape])
+        value = ir.Value(name=self.unique(var), shape=shape, type=ir.TensorType(self.dtype_of(var)))
+        pair = [value]
+        offsets = None
+        if desc.lod_level == 1:
+            offsets = ir.Value(
+                name=self.unique(fir.offsets_name(var)),
+                shape=ir.Shape([None]),
+                type=ir.TensorType(ir.DataType.INT64),
+            )
+            pair.append(offsets)
+        self.values[var] = value
+        if offsets is not None:
+            self.offsets[var] = offsets
+        return [(int(op.attrs.get("col", 0)), pair)]
+
+    def _fetch(self, op: OpDesc) -> tuple[int, list[ir.Value]]:
+        (var,) = op.inputs["X"]
+        value = self._as_output(self.value(var), var)
+        pair = [value]
+        if var in self.offsets:
+            pair.append(self._as_output(self.offsets[var], fir.offsets_name(value.name)))
+        return int(op.attrs.get("col", 0)), pair
+
+    def _as_output(self, value: ir.Value, name: str) -> ir.Value:
+        """`value` as a graph output named `name`. Callers find a fetch by its Paddle variable's
+        name, and a LoD fetch's offsets as `name.offsets` (DESIGN.md 3), but converters name
+        their last node freely (scale's `out/biased`, arg_max's ArgMax before its Cast,
+        lod_reset's offsets constant `out.offsets`): an intermediate value holding the name
+        yields it. A graph output must be a node's output, and each value only one output:
+        otherwise an Identity. A feed or an earlier fetch keeps its name (then `name@k`)."""
+        if value.name == name and value.producer() is not None and value not in self._fetched:
+            self._fetched.add(value)
+            return value
+        holder = next(
+            (
+                v
+                for v in [*(o for n in self.nodes for o in n.outputs), *self.initializers]
+                if v.name == name and v not in self._fetched
+            ),
+            None,
+        )
+        if holder is not None:
+            holder.name = self.unique(name)  # also renames an initializer's tensor
+        out = self.add("Identity", [value], name=name)
+        if holder is not None:  # add() made the name unique; it is free now
+            out.name = out.producer().name = name
+        self._fetched.add(out)
+        return out
+
+    def _carry_lod(self, op: OpDesc) -> None:
+        slot = KEEPS_LOD.get(op.type)
+        if slot is None or not op.inputs.get(slot):
+            return
+        offsets = self.offsets.get(op.inputs[slot][0])
+        if offsets is None:
+            return
+        for names in op.outputs.values():
+            for var in names:
+                if var in self.values and var not in self.offsets:
+                    self.offsets[var] = offsets
+
+
+def load_paddle(path: str | os.PathLike) -> ir.Model:
+    """A Paddle inference model (directory, `.pdmodel` file or path prefix) as an IR model."""
+    program, params = read_paddle_model(path)
+    return ProgramConverter(program, params, os.fspath(path)).convert()

@@ -1,0 +1,536 @@
+"""One converter per Paddle op type: Paddle op -> ONNX ops, or fusebridge ops where ONNX has no
+equivalent (gru, fusion_gru, crf_decoding, sequence_pool, dropout). Each takes the
+ProgramConverter (load.py) and the OpDesc, and defines the op's outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import onnx_ir as ir
+
+from fusebridge import ir as fir
+from fusebridge.errors import ModelFormatError, UnsupportedOpError
+from fusebridge.integrations.paddle.program_desc import OpDesc
+from fusebridge.kernels import paddle_weight_h_to_canonical
+
+CONVERTERS: dict[str, Callable] = {}
+# Ops whose outputs keep the sentence boundaries of this input slot.
+KEEPS_LOD: dict[str, str] = {}
+
+# Paddle's VarType data type enum -> ONNX (paddle_format.md).
+_PADDLE_DTYPES = {
+    0: ir.DataType.BOOL,
+    1: ir.DataType.INT16,
+    2: ir.DataType.INT32,
+    3: ir.DataType.INT64,
+    4: ir.DataType.FLOAT16,
+    5: ir.DataType.FLOAT,
+    6: ir.DataType.DOUBLE,
+    20: ir.DataType.UINT8,
+    21: ir.DataType.INT8,
+    22: ir.DataType.BFLOAT16,
+}
+_ACTIVATIONS = ("sigmoid", "tanh", "relu", "identity")
+
+
+def converter(*op_types: str, lod: str | None = "X") -> Callable:
+    def register(fn: Callable) -> Callable:
+        for t in op_types:
+            CONVERTERS[t] = fn
+            if lod is not None:
+                KEEPS_LOD[t] = lod
+        return fn
+
+    return register
+
+
+def _one(cx, op: OpDesc, slot: str, *, outputs: bool = False) -> str:
+    names = (op.outputs if outputs else op.inputs).get(slot, ())
+    if len(names) != 1:
+        kind = "output" if outputs else "input"
+        raise ModelFormatError(
+            f"{cx.where()}: {kind} {slot} must name one variable, got {list(names)}"
+        )
+    return names[0]
+
+
+def _opt(op: OpDesc, slot: str) -> str | None:
+    names = op.inputs.get(slot, ())
+    return names[0] if names else None
+
+
+def _out(cx, op: OpDesc, value: ir.Value, slot: str = "Out") -> None:
+    cx.define(_one(cx, op, slot, outputs=True), value)
+
+
+def _attr(cx, op: OpDesc, name: str, default: object = None) -> object:
+    if name in op.attrs:
+        return op.attrs[name]
+    if default is None:
+        raise ModelFormatError(f"{cx.where()}: attribute {name!r} is missing")
+    return default
+
+
+def _choice(cx, op: OpDesc, name: str, choices: tuple, default: object = None) -> object:
+    value = _attr(cx, op, name, default)
+    if value not in choices:
+        raise UnsupportedOpError(
+            f"{cx.where()}: attribute {name} = {value!r} is not supported; expected one of "
+            f"{list(choices)}"
+        )
+    return value
+
+
+def _scalar(cx, value: float, like: ir.Value, name: str) -> ir.Value:
+    dtype = like.dtype.numpy() if like.dtype is not None else np.float32
+    return cx.const(np.asarray(value, dtype), name)
+
+
+# -- elementwise and activations ---------------------------------------------------------------
+def _unary(onnx_op: str) -> Callable:
+    def convert(cx, op: OpDesc) -> None:
+        out = _one(cx, op, "Out", outputs=True)
+        _out(cx, op, cx.add(onnx_op, [cx.value(_one(cx, op, "X"))], name=out))
+
+    return convert
+
+
+for _paddle_op, _onnx_op in (("relu", "Relu"), ("tanh", "Tanh"), ("sigmoid", "Sigmoid")):
+    converter(_paddle_op)(_unary(_onnx_op))
+
+
+@converter("elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div")
+def _elementwise(cx, op: OpDesc) -> None:
+    # Paddle aligns Y with X's dimensions starting at `axis` (-1: at the end, as numpy does);
+    # trailing ones on Y make numpy's right-aligned broadcasting do the same. When X has the
+    # lower rank, Paddle places X inside Y's dimensions the same way.
+    xv, yv = _one(cx, op, "X"), _one(cx, op, "Y")
+    x_rank, y_rank = cx.rank_of(xv), cx.rank_of(yv)
+    axis = int(_attr(cx, op, "axis", -1))
+    k = 0 if x_rank < y_rank else 1  # the operand placed: X (0) or Y (1)
+    var, rank, big_rank = (xv, x_rank, y_rank) if k == 0 else (yv, y_rank, x_rank)
+    trailing = 0 if axis == -1 else big_rank - axis - rank
+    if trailing < 0 or axis < -1:
+        raise UnsupportedOpError(
+            f"{cx.where()}: axis {axis} does not place {'XY'[k]} (rank {rank}) inside "
+            f"{'YX'[k]} (rank {big_rank})"
+        )
+    out = _one(cx, op, "Out", outputs=True)
+    if trailing and cx.is_param(var):
+        p = cx.param(var)
+        placed = cx.const(p.reshape(p.shape + (1,) * trailing), f"{var}/aligned")
+    elif trailing:
+        axes = cx.ints(list(range(rank, rank + trailing)), f"{out}/axes")
+        placed = cx.add("Unsqueeze", [cx.value(var), axes], name=f"{out}/{'xy'[k]}")
+    else:
+        placed = cx.value(var)
+    operands = [placed, cx.value(yv)] if k == 0 else [cx.value(xv), placed]
+    onnx_op = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div"}[op.type.split("_")[1]]
+    _out(cx, op, cx.add(onnx_op, operands, name=out))
+
+
+@converter("scale")
+def _scale(cx, op: OpDesc) -> None:
+    x = cx.value(_one(cx, op, "X"))
+    out = _one(cx, op, "Out", outputs=True)
+    bias = float(_attr(cx, op, "bias", 0.0))
+    after = bool(_attr(cx, op, "bias_after_scale", True))
+    if _opt(op, "ScaleTensor"):
+        scale = cx.add(
+            "Cast", [cx.value(_opt(op, "ScaleTensor"))], {"to": x.dtype}, name=f"{out}/s"
+        )
+    else:
+        scale_value = float(_attr(cx, op, "scale", 1.0))
+        scale = None if scale_value == 1.0 else _scalar(cx, scale_value, x, f"{out}/scale")
+    y = x
+    if bias and not after:
+        y = cx.add("Add", [y, _scalar(cx, bias, x, f"{out}/bias")], name=f"{out}/biased")
+    if scale is not None:
+        y = cx.add("Mul", [y, scale], name=f"{out}/scaled")
+    if bias and after:
+        y = cx.add("Add", [y, _scalar(cx, bias, x, f"{out}/bias")], name=f"{out}/biased")
+    if y is x:
+        y = cx.add("Identity", [x], name=out)
+    _out(cx, op, y)
+
+
+@converter("softmax")
+def _softmax(cx, op: OpDesc) -> None:
+    out = _one(cx, op, "Out", outputs=True)
+    axis = int(_attr(cx, op, "axis", -1))
+    _out(cx, op, cx.add("Softmax", [cx.value(_one(cx, op, "X"))], {"axis": axis}, name=out))
+
+
+@converter("sum")
+def _sum(cx, op: OpDesc) -> None:
+    out = _one(cx, op, "Out", outputs=True)
+    _out(cx, op, cx.add("Sum", [cx.value(v) for v in op.inputs["X"]], name=out))
+
+
+@converter("cast")
+def _cast(cx, op: OpDesc) -> None:
+    out = _one(cx, op, "Out", outputs=True)
+    to = _choice(cx, op, "out_dtype", tuple(_PADDLE_DTYPES))
+    dtype = _PADDLE_DTYPES[to]
+    _out(
+        cx, op, cx.add("Cast", [cx.value(_one(cx, op, "X"))], {"to": dtype}, name=out, dtype=dtype)
+    )
+
+
+# -- shapes ------------------------------------------------------------------------------------
+@converter("concat")
+def _concat(cx, op: OpDesc) -> None:
+    if _opt(op, "AxisTensor"):
+        raise UnsupportedOpError(
+            f"{cx.where()}: an AxisTensor input is not supported (use attr axis)"
+        )
+    out = _one(cx, op, "Out", outputs=True)
+    axis = int(_attr(cx, op, "axis", 0))
+    _out(cx, op, cx.add("Concat", [cx.value(v) for v in op.inputs["X"]], {"axis": axis}, name=out))
+
+
+@converter("reshape2", lod=None)
+def _reshape(cx, op: OpDesc) -> None:
+    out = _one(cx, op, "Out", outputs=True)
+    if op.inputs.get("ShapeTensor"):
+        parts = [
+            cx.add(
+                "Cast",
+                [cx.value(v)],
+                {"to": ir.DataType.INT64},
+                name=f"{out}/dim",
+                dtype=ir.DataType.INT64,
+            )
+            for v in op.inputs["ShapeTensor"]
+        ]
+        shape = cx.add("Concat", parts, {"axis": 0}, name=f"{out}/shape")
+    elif _opt(op, "Shape"):
+        shape = cx.add(
+            "Cast", [cx.value(_opt(op, "Shape"))], {"to": ir.DataType.INT64}, name=f"{out}/shape"
+        )
+    else:
+        shape = cx.ints(_attr(cx, op, "shape"), f"{out}/shape")
+    # Paddle's 0 copies the input dimension, as ONNX Reshape does with allowzero = 0.
+    xv = _one(cx, op, "X")
+    y = cx.add("Reshape", [cx.value(xv), shape], name=out)
+    # Paddle 3.3.1's reshape2 copies X's LoD to Out whatever the shape, also when the rows
+    # change and the offsets no longer fit them. Keep it where the words provably stay the
+    # rows: an attribute shape that starts with 0, or with -1 while the other entries hold
+    # exactly X's other (known) dimensions ([0, -1], [-1, 2, 2] on [-1, 4]); else no LoD.
+    offsets = cx.offsets.get(xv)
+    from_attr = not op.inputs.get("ShapeTensor") and not _opt(op, "Shape")
+    if offsets is not None and from_attr and _keeps_first_dim(cx, xv, _attr(cx, op, "shape")):
+        cx.define(out, y, offsets)
+    else:
+        _out(cx, op, y)
+
+
+def _keeps_first_dim(cx, xv: str, shape: list[int]) -> bool:
+    """Whether reshaping X to `shape` (Paddle's 0 and -1 included) surely keeps X's rows."""
+    desc = cx.block.vars.get(xv)
+    if not shape or desc is None:
+        return False
+    if shape[0] == 0:
+        return True
+    x_rest = list(desc.shape[1:])
+    rest = [x_rest[i] if d == 0 and i < len(x_rest) else d for i, d in enumerate(shape[1:])]
+    known = all(d > 0 for d in x_rest + rest)
+    return shape[0] == -1 and known and np.prod(rest) == np.prod(x_rest)
+
+
+@converter("transpose2", lod=None)
+def _transpose(cx, op: OpDesc) -> None:
+    out = _one(cx, op, "Out", outputs=True)
+    perm = [int(a) for a in _attr(cx, op, "axis")]
+    _out(cx, op, cx.add("Transpose", [cx.value(_one(cx, op, "X"))], {"perm": perm}, name=out))
+
+
+@converter("arg_max", lod=None)
+def _arg_max(cx, op: OpDesc) -> None:
+    out = _one(cx, op, "Out", outputs=True)
+    x = cx.value(_one(cx, op, "X"))
+    axis = int(_attr(cx, op, "axis", -1))
+    keepdims = int(bool(_attr(cx, op, "keepdims", False)))
+    flatten = bool(_attr(cx, op, "flatten", False))
+    if flatten:
+        x = cx.add("Reshape", [x, cx.ints([-1], f"{out}/flat")], name=f"{out}/flat")
+        axis = 0
+    y = cx.add(
+        "ArgMax", [x], {"axis": axis, "keepdims": keepdims}, name=out, dtype=ir.DataType.INT64
+    )
+    if flatten and keepdims:
+        # Paddle keeps X's rank then ([1] * rank, e.g. [1, 1, 1]); ArgMax of the flat X gives [1].
+        ones = cx.ints([1] * cx.rank_of(_one(cx, op, "X")), f"{out}/kept")
+        y = cx.add("Reshape", [y, ones], name=out)
+    dtype = int(_attr(cx, op, "dtype", -1))
+    if dtype not in (-1, 3):
+        to = _PADDLE_DTYPES[_choice(cx, op, "dtype", (2, 3, -1))]
+        y = cx.add("Cast", [y], {"to": to}, name=out, dtype=to)
+    # No LoD on the output, whatever the axis: Paddle 3.3.1's arg_max drops X's LoD (a LoD
+    # feed's arg_max along the features is fetched as a plain tensor).
+    _out(cx, op, y)
+
+
+# -- products ----------------------------------------------------------------------------------
+def _weight_2d(cx, var: str, num_col_dims: int, out: str) -> ir.Value:
+    if cx.is_param(var):
+        p = cx.param(var)
+        if p.ndim == 2 and num_col_dims == 1:
+            return cx.value(var)
+        return cx.const(p.reshape(int(np.prod(p.shape[:num_col_dims])), -1), f"{var}/2d")
+    return cx.add("Flatten", [cx.value(var)], {"axis": num_col_dims}, name=f"{out}/y2d")
+
+
+def _flattened_matmul(
+    cx, x_var: str, x_cols: int, y2d: ir.Value, y_tail: ir.Value | None, out: str
+) -> ir.Value:
+    """x flattened to 2-D at x_cols, times y2d, reshaped back to x.shape[:x_cols] + tail;
+    one MatMul when x is already [rows, K] (or flattens over its last axis only)."""
+    x = cx.value(x_var)
+    rank = cx.rank_of(x_var)
+    if x_cols == rank - 1 and y_tail is None:
+        return cx.add("MatMul", [x, y2d], name=out)
+    x2d = cx.add("Flatten", [x], {"axis": x_cols}, name=f"{out}/x2d")
+    if x_cols == 1 and y_tail is None:
+        # Already [x.shape[0], N]: no reshape back, so a GRU after it can still fuse (lookup
+        # tables give [words, 1, E], which mul flattens like this).
+        return cx.add("MatMul", [x2d, y2d], name=out)
+    prod = cx.add("MatMul", [x2d, y2d], name=f"{out}/2d")
+    head = cx.add(
+        "Slice",
+        [
+            cx.add("Shape", [x], name=f"{out}/xshape", dtype=ir.DataType.INT64),
+            cx.ints([0], f"{out}/0"),
+            cx.ints([x_cols], f"{out}/k"),
+        ],
+        name=f"{out}/head",
+    )
+    tail = y_tail if y_tail is not None else cx.ints([-1], f"{out}/tail")
+    shape = cx.add("Concat", [head, tail], {"axis": 0}, name=f"{out}/shape")
+    return cx.add("Reshape", [prod, shape], name=out)
+
+
+@converter("mul")
+def _mul(cx, op: OpDesc) -> None:
+    out = _one(cx, op, "Out", outputs=True)
+    xv, yv = _one(cx, op, "X"), _one(cx, op, "Y")
+    x_cols = int(_attr(cx, op, "x_num_col_dims", 1))
+    y_cols = int(_attr(cx, op, "y_num_col_dims", 1))
+    y_rank = cx.rank_of(yv)
+    tail = None
+    if y_rank - y_cols != 1:
+        if not cx.is_param(yv):
+            raise UnsupportedOpError(f"{cx.where()}: Y of rank {y_rank} must be a parameter")
+        tail = cx.ints(cx.param(yv).shape[y_cols:], f"{out}/tail")
+    y2d = _weight_2d(cx, yv, y_cols, out)
+    _out(cx, op, _flattened_matmul(cx, xv, x_cols, y2d, tail, out))
+
+
+@converter("fc", lod="Input")
+def _fc(cx, op: OpDesc) -> None:
+    out = _one(cx, op, "Out", outputs=True)
+    xv, wv = _one(cx, op, "Input"), _one(cx, op, "W")
+    x_cols = int(_attr(cx, op, "in_num_col_dims", 1))
+    w = cx.value(wv)
+    if _attr(cx, op, "padding_weights", False):
+        # W is stored [K + 4, N + 4] (fc_fuse_pass pads it for MKL); Paddle's kernel reads only
+        # W[:K, :N]. Ignoring the flag fails at run time (K + 4 rows against K columns).
+        w = cx.const(cx.param(wv)[:-4, :-4], f"{wv}/unpadded")
+    y = _flattened_matmul(cx, xv, x_cols, w, None, f"{out}/matmul")
+    if _opt(op, "Bias"):
+        b = _opt(op, "Bias")
+        bias = cx.const(cx.param(b).reshape(-1), f"{b}/row") if cx.is_param(b) else cx.value(b)
+        y = cx.add("Add", [y, bias], name=f"{out}/biased")
+    act = _choice(cx, op, "activation_type", ("", "relu"), "")
+    if act == "relu":
+        y = cx.add("Relu", [y], name=out)
+    _out(cx, op, y)
+
+
+def _matmul(cx, op: OpDesc, tx: str, ty: str, alpha: float) -> None:
+    out = _one(cx, op, "Out", outputs=True)
+    operands = []
+    for slot, flag in (("X", tx), ("Y", ty)):
+        var = _one(cx, op, slot)
+        v = cx.value(var)
+        rank = cx.rank_of(var)
+        if _attr(cx, op, flag, False) and rank >= 2:
+            perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+            v = cx.add("Transpose", [v], {"perm": perm}, name=f"{out}/{slot}T")
+        operands.append(v)
+    y = cx.add("MatMul", operands, name=out if alpha == 1.0 else f"{out}/matmul")
+    if alpha != 1.0:
+        y = cx.add("Mul", [y, _scalar(cx, alpha, y, f"{out}/alpha")], name=out)
+    _out(cx, op, y)
+
+
+@converter("matmul")
+def _matmul_v1(cx, op: OpDesc) -> None:
+    _matmul(cx, op, "transpose_X", "transpose_Y", float(_attr(cx, op, "alpha", 1.0)))
+
+
+@converter("matmul_v2")
+def _matmul_v2(cx, op: OpDesc) -> None:
+    _matmul(cx, op, "trans_x", "trans_y", 1.0)
+
+
+@converter("lookup_table", "lookup_table_v2", lod="Ids")
+def _lookup_table(cx, op: OpDesc) -> None:
+    out = _one(cx, op, "Out", outputs=True)
+    wv, idsv = _one(cx, op, "W"), _one(cx, op, "Ids")
+    table = cx.param(wv)
+    pad = int(_attr(cx, op, "padding_idx", -1))
+    # Paddle's kernels zero the output where an id equals padding_idx, and refuse ids outside
+    # the table: a padding_idx outside [0, rows) (-1 = none, or any other) never matches.
+    if 0 <= pad < table.shape[0]:
+        # Rows looked up by padding_idx read as zeros: a new table with that row zeroed.
+        table = table.copy()
+        table[pad] = 0
+        w = cx.const(table, f"{wv}/padded")
+    else:
+        w = cx.value(wv)
+    ids = cx.value(idsv)
+    if op.type == "lookup_table":  # v1 takes ids [..., 1]
+        ids = cx.add("Squeeze", [ids, cx.ints([-1], f"{out}/axis")], name=f"{out}/ids")
+    _out(cx, op, cx.add("Gather", [w, ids], {"axis": 0}, name=out, dtype=w.dtype))
+
+
+# -- LoD -----------------------------------------------------------------------------------------
+@converter("lod_reset", lod=None)
+def _lod_reset(cx, op: OpDesc) -> None:
+    out = _one(cx, op, "Out", outputs=True)
+    if _attr(cx, op, "append", False):
+        raise UnsupportedOpError(
+            f"{cx.where()}: append = True (a second LoD level) is not supported"
+        )
+    yv = _opt(op, "Y")
+    if yv is not None and yv in cx.offsets:
+        offsets = cx.offsets[yv]
+    elif yv is not None:  # Y's data are the offsets
+        offsets = cx.add(
+            "Reshape",
+            [
+                cx.add(
+                    "Cast",
+                    [cx.value(yv)],
+                    {"to": ir.DataType.INT64},
+                    name=f"{out}/lod",
+                    dtype=ir.DataType.INT64,
+                ),
+                cx.ints([-1], f"{out}/flat"),
+            ],
+            name=fir.offsets_name(out),
+        )
+    else:
+        offsets = cx.ints(_attr(cx, op, "target_lod"), fir.offsets_name(out))
+    data = cx.add("Identity", [cx.value(_one(cx, op, "X"))], name=out)
+    cx.define(out, data, offsets)
+
+
+@converter("sequence_pool", lod=None)
+def _sequence_pool(cx, op: OpDesc) -> None:
+    xv = _one(cx, op, "X")
+    out = _one(cx, op, "Out", outputs=True)
+    pooltype = _choice(
+        cx, op, "pooltype", fir.schema("SequencePool").attributes[0].choices, "AVERAGE"
+    )
+    attrs = {"pooltype": pooltype, "pad_value": float(_attr(cx, op, "pad_value", 0.0))}
+    y = cx.add(
+        "SequencePool", [cx.value(xv), cx.offsets_of(xv, "X")], attrs, name=out, domain=fir.DOMAIN
+    )
+    _out(cx, op, y)
+
+
+@converter("crf_decoding", lod="Emission")
+def _crf_decoding(cx, op: OpDesc) -> None:
+    if _opt(op, "Length"):
+        raise UnsupportedOpError(
+            f"{cx.where()}: padded input with Length is not supported; give LoD Emission"
+        )
+    ev = _one(cx, op, "Emission")
+    out = _one(cx, op, "ViterbiPath", outputs=True)
+    label = cx.value(_opt(op, "Label")) if _opt(op, "Label") else None
+    inputs = [
+        cx.value(ev),
+        cx.offsets_of(ev, "Emission"),
+        cx.value(_one(cx, op, "Transition")),
+        label,
+    ]
+    y = cx.add("CRFDecoding", inputs, name=out, dtype=ir.DataType.INT64, domain=fir.DOMAIN)
+    _out(cx, op, y, "ViterbiPath")
+
+
+@converter("dropout")
+def _dropout(cx, op: OpDesc) -> None:
+    out = _one(cx, op, "Out", outputs=True)
+    mode = _choice(
+        cx,
+        op,
+        "dropout_implementation",
+        ("downgrade_in_infer", "upscale_in_train"),
+        "downgrade_in_infer",
+    )
+    attrs = {
+        "p": float(_attr(cx, op, "dropout_prob", 0.5)),
+        "mode": mode,
+        "is_test": int(bool(_attr(cx, op, "is_test", False))),
+    }
+    _out(
+        cx, op, cx.add("Dropout", [cx.value(_one(cx, op, "X"))], attrs, name=out, domain=fir.DOMAIN)
+    )
+
+
+def _gru_attributes(cx, op: OpDesc) -> dict[str, object]:
+    return {
+        "direction": "reverse" if _attr(cx, op, "is_reverse", False) else "forward",
+        "origin_mode": int(bool(_attr(cx, op, "origin_mode", False))),
+        "activation": _choice(cx, op, "activation", _ACTIVATIONS, "tanh"),
+        "gate_activation": _choice(cx, op, "gate_activation", _ACTIVATIONS, "sigmoid"),
+        "linear_before_reset": 0,
+        "layout": "lod",
+    }
+
+
+def _gru_weights(cx, op: OpDesc, oc_from: str) -> tuple[ir.Value, ir.Value | None, ir.Value | None]:
+    """Canonical Wh [1, OC, 3*OC] from Paddle's WeightH layout; Bias [1, 3*OC]; H0 [N, OC]."""
+    wv = _one(cx, op, oc_from)
+    weight = cx.param(wv)
+    if weight.ndim != 2 or weight.shape[1] != 3 * weight.shape[0]:
+        raise ModelFormatError(
+            f"{cx.where()}: {oc_from} {wv!r} must be [OC, 3*OC], got {weight.shape}"
+        )
+    wh = cx.const(paddle_weight_h_to_canonical(weight)[None], f"{wv}/canonical")
+    bias = None
+    if _opt(op, "Bias"):
+        bv = _opt(op, "Bias")
+        b = cx.param(bv)
+        if b.size != weight.shape[1]:
+            raise ModelFormatError(
+                f"{cx.where()}: Bias {bv!r} must hold 3*OC values, got {b.shape}"
+            )
+        bias = cx.value(bv) if b.shape == (1, b.size) else cx.const(b.reshape(1, -1), f"{bv}/row")
+    h0 = cx.value(_opt(op, "H0")) if _opt(op, "H0") else None
+    return wh, bias, h0
+
+
+@converter("gru", lod="Input")
+def _gru(cx, op: OpDesc) -> None:
+    xv = _one(cx, op, "Input")
+    out = _one(cx, op, "Hidden", outputs=True)
+    wh, bias, h0 = _gru_weights(cx, op, "Weight")
+    inputs = [cx.value(xv), cx.offsets_of(xv, "Input"), wh, bias, None, h0]
+    y = cx.add("GRU", inputs, _gru_attributes(cx, op), name=out, domain=fir.DOMAIN)
+    _out(cx, op, y, "Hidden")
+
+
+@converter("fusion_gru")
+def _fusion_gru(cx, op: OpDesc) -> None:
+    xv = _one(cx, op, "X")
+    out = _one(cx, op, "Hidden", outputs=True)
+    wh, bias, h0 = _gru_weights(cx, op, "WeightH")
+    wxv = _one(cx, op, "WeightX")
+    wx = cx.const(cx.param(wxv)[None], f"{wxv}/canonical")
+    inputs = [cx.value(xv), cx.offsets_of(xv, "X"), wx, wh, bias, None, h0]
+    y = cx.add("FusionGRU", inputs, _gru_attributes(cx, op), name=out, domain=fir.DOMAIN)
+    _out(cx, op, y, "Hidden")

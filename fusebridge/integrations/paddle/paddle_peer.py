@@ -1,0 +1,40 @@
+"""One Paddle runtime timed on one batch, in its own process (compare.py starts it), so that a
+Paddle crash ends only this process.
+
+    python -m fusebridge.integrations.paddle.paddle_peer \\
+        MODEL_DIR PEER FEED FEED.npz OUT.npz REPEAT THREADS
+
+prints {"ms": best, "median_ms": median ms per batch} and writes the outputs to OUT.npz."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+
+from fusebridge.integrations.paddle.paddle_runtime import ExecutorRunner, InferenceRunner
+
+
+def main(argv: list[str]) -> None:
+    model_dir, peer, feed, feed_file, out_file, repeat, threads = argv
+    if peer == "paddle_executor":
+        runner = ExecutorRunner(model_dir)
+    else:
+        onednn = peer == "paddle_inference_onednn"
+        runner = InferenceRunner(model_dir, ir_optim=True, onednn=onednn, threads=int(threads))
+    with np.load(feed_file, allow_pickle=False) as f:
+        feeds = {feed: (f["ids"], f["lengths"].tolist())}
+    outputs = runner.run(feeds)
+    times = []
+    for _ in range(int(repeat)):
+        start = time.perf_counter()
+        runner.run(feeds)
+        times.append(time.perf_counter() - start)
+    np.savez(out_file, **outputs)
+    print(json.dumps({"ms": 1e3 * min(times), "median_ms": 1e3 * float(np.median(times))}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,137 @@
+"""Runs a saved legacy Paddle inference model on Paddle's own runtimes (needs paddlepaddle):
+the static Executor on the unfused program (the oracle) and Paddle Inference (with or without
+its IR passes and oneDNN), to compare fusebridge against.
+
+A model dir holds inference.pdmodel + inference.pdiparams (combined) or __model__ plus one file
+per parameter (fusebridge.models.paddle_models.save_model writes both).
+
+Feeds map an input name to (array, sentence lengths or None); LoD inputs get one LoD level.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from fusebridge.integrations.paddle.legacy import import_paddle, legacy_static
+
+Feeds = dict[str, tuple[np.ndarray, list[int] | None]]
+
+_COMBINED = ("inference.pdmodel", "inference.pdiparams")
+_SEPARATE = "__model__"
+
+
+def _model_files(model_dir: str | os.PathLike) -> tuple[str, str | None]:
+    """(program file, combined params file or None for one file per parameter)."""
+    model_dir = os.fspath(model_dir)
+    model, params = (os.path.join(model_dir, n) for n in _COMBINED)
+    if os.path.isfile(model) and os.path.isfile(params):
+        return model, params
+    separate = os.path.join(model_dir, _SEPARATE)
+    if os.path.isfile(separate):
+        return separate, None
+    raise FileNotFoundError(f"{model_dir}: neither {' + '.join(_COMBINED)} nor {_SEPARATE}")
+
+
+def _offsets(lengths: list[int]) -> list[int]:
+    return [0, *np.cumsum([int(n) for n in lengths]).tolist()]
+
+
+class ExecutorRunner:
+    """The model loaded once into its own scope, run by paddle.static.Executor on CPU."""
+
+    def __init__(self, model_dir: str | os.PathLike):
+        paddle = self._paddle = import_paddle()
+        model, params = _model_files(model_dir)
+        self._place = paddle.CPUPlace()
+        # Own scope: two models with the same parameter names (word_emb, fc_0.w_0) must not
+        # overwrite each other in the global scope.
+        self.scope = paddle.static.Scope()
+        with legacy_static(paddle):
+            self._exe = paddle.static.Executor(self._place)
+            with paddle.static.scope_guard(self.scope):
+                if params is None:
+                    # The pre-2.0 call: a directory and no params file = one file per variable.
+                    loaded = paddle.static.load_inference_model(
+                        os.fspath(model_dir), self._exe, model_filename=_SEPARATE
+                    )
+                else:
+                    loaded = paddle.static.load_inference_model(
+                        model.removesuffix(".pdmodel"), self._exe
+                    )
+        self.program, self.feed_names, self._fetch_vars = loaded
+        self.fetch_names: list[str] = [v.name for v in self._fetch_vars]
+
+    def run(self, feeds: Feeds) -> dict[str, np.ndarray]:
+        """Fetch name -> array (LoD outputs come back flat, e.g. [words, 1])."""
+        paddle = self._paddle
+        with legacy_static(paddle):
+            feed = {}
+            for name, (array, lengths) in feeds.items():
+                tensor = paddle.base.core.DenseTensor()
+                tensor.set(np.ascontiguousarray(array), self._place)
+                if lengths is not None:
+                    tensor.set_recursive_sequence_lengths([[int(n) for n in lengths]])
+                feed[name] = tensor
+            # return_numpy=True refuses LoD outputs; np.array drops the LoD.
+            outs = self._exe.run(
+                self.program,
+                feed=feed,
+                fetch_list=self._fetch_vars,
+                scope=self.scope,
+                return_numpy=False,
+            )
+        return {name: np.array(out) for name, out in zip(self.fetch_names, outs)}
+
+
+def run_executor(model_dir: str | os.PathLike, feeds: Feeds) -> dict[str, np.ndarray]:
+    """Loads the saved model and runs it once on the static Executor (CPU, unfused)."""
+    return ExecutorRunner(model_dir).run(feeds)
+
+
+class InferenceRunner:
+    """The model in a Paddle Inference predictor (CPU). ir_optim runs Paddle's fuse passes
+    (fc_gru_fuse_pass turns mul + elementwise_add + gru into fusion_gru, fc_fuse_pass the
+    other mul + elementwise_add into fc); onednn switches to the oneDNN kernels. With both,
+    3.3.1's oneDNN fusion_gru returns garbage (even NaN) on a call with more sentences than an
+    earlier call of as many words (its cache ignores the sentence count): use a fresh runner per
+    batch shape when the numbers matter, and a subprocess, as it may also crash."""
+
+    def __init__(
+        self, model_dir: str | os.PathLike, *, ir_optim: bool, onednn: bool, threads: int = 1
+    ):
+        paddle = import_paddle()
+        model, params = _model_files(model_dir)
+        if params is None:
+            config = paddle.inference.Config(os.fspath(model_dir))
+        else:
+            config = paddle.inference.Config(model, params)
+        config.disable_gpu()
+        # The legacy pipeline whatever FLAGS_enable_pir_api was at import: with the new IR, 3.3.1
+        # runs the legacy passes, translates to PIR, then fails ("Tensor holds no memory").
+        config.enable_new_ir(False)
+        config.switch_ir_optim(ir_optim)
+        if onednn:
+            config.enable_onednn()
+        else:
+            config.disable_onednn()
+        config.set_cpu_math_library_num_threads(threads)
+        self.config = config
+        self.predictor = paddle.inference.create_predictor(config)
+        self.feed_names: list[str] = list(self.predictor.get_input_names())
+        self.fetch_names: list[str] = list(self.predictor.get_output_names())
+
+    def run(self, feeds: Feeds) -> dict[str, np.ndarray]:
+        """Fetch name -> array, as run_executor."""
+        for name, (array, lengths) in feeds.items():
+            handle = self.predictor.get_input_handle(name)
+            array = np.ascontiguousarray(array)
+            handle.reshape(list(array.shape))
+            handle.copy_from_cpu(array)
+            if lengths is not None:
+                handle.set_lod([_offsets(lengths)])
+        self.predictor.run()
+        return {
+            name: self.predictor.get_output_handle(name).copy_to_cpu() for name in self.fetch_names
+        }

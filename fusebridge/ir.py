@@ -1,0 +1,246 @@
+"""IR conventions: domains and versions, the fusebridge op schemas, LoD value names, builders.
+
+The schemas below are the single description of our ops: the Session validates nodes with
+them, the reference backend and the kernels dispatch on them, and docs/ops.md is generated
+from them (`python -m fusebridge.ir > docs/ops.md`; a test keeps the two equal).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import onnx_ir as ir
+
+from fusebridge.errors import ArgumentError
+
+DOMAIN = "fusebridge"
+DOMAIN_VERSION = 1
+ONNX_OPSET = 17
+# ONNX Runtime 1.31 refuses IR version 14, which onnx 1.23 writes by default.
+IR_VERSION = 10
+OFFSETS_SUFFIX = ".offsets"
+
+
+def offsets_name(name: str) -> str:
+    """The name of the int64 offsets vector [N+1] that pairs with LoD value `name`."""
+    return name + OFFSETS_SUFFIX
+
+
+@dataclasses.dataclass(frozen=True)
+class Attribute:
+    name: str
+    default: int | float | str | tuple[int, ...]
+    choices: tuple[object, ...] = ()
+    doc: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class OpSchema:
+    """Inputs and outputs are positional; a name ending in '?' is optional (empty name or
+    left off at the end)."""
+
+    op_type: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attributes: tuple[Attribute, ...]
+    doc: str
+
+    @property
+    def required_inputs(self) -> int:
+        return sum(not n.endswith("?") for n in self.inputs)
+
+    def attribute_values(self, node: ir.Node) -> dict[str, object]:
+        """The node's attributes with defaults filled in, checked against the schema."""
+        where = f"{DOMAIN}.{self.op_type} node {node.name!r}"
+        known = {a.name: a for a in self.attributes}
+        unknown = sorted(set(node.attributes) - set(known))
+        if unknown:
+            raise ArgumentError(
+                f"{where}: unknown attribute(s) {unknown}, expected {sorted(known)}"
+            )
+        values = {}
+        for a in self.attributes:
+            attr = node.attributes.get(a.name)
+            value = a.default if attr is None else attr.value
+            if isinstance(a.default, tuple):
+                value = tuple(value)
+            elif not isinstance(value, type(a.default)):
+                raise ArgumentError(
+                    f"{where}: attribute {a.name} = {value!r}, expected {type(a.default).__name__}"
+                )
+            if a.choices and value not in a.choices:
+                raise ArgumentError(
+                    f"{where}: attribute {a.name} = {value!r}, expected one of {list(a.choices)}"
+                )
+            values[a.name] = value
+        return values
+
+    def check_arity(self, node: ir.Node) -> None:
+        where = f"{DOMAIN}.{self.op_type} node {node.name!r}"
+        inputs = list(node.inputs)
+        if not self.required_inputs <= len(inputs) <= len(self.inputs):
+            raise ArgumentError(
+                f"{where}: {len(inputs)} inputs, expected {self.required_inputs} to "
+                f"{len(self.inputs)} ({', '.join(self.inputs)})"
+            )
+        for name, value in zip(self.inputs, inputs):
+            if value is None and not name.endswith("?"):
+                raise ArgumentError(f"{where}: input {name} is required")
+        if len(node.outputs) > len(self.outputs):
+            raise ArgumentError(f"{where}: {len(node.outputs)} outputs, expected {self.outputs}")
+
+
+_ACTIVATIONS = ("sigmoid", "tanh", "relu", "identity")
+_GRU_ATTRIBUTES = (
+    Attribute(
+        "direction",
+        "forward",
+        ("forward", "reverse", "bidirectional"),
+        "reverse runs each sentence from its own last word",
+    ),
+    Attribute(
+        "linear_before_reset",
+        0,
+        (0, 1),
+        "0: act(x_c + (r * h) @ Wh_c) (Paddle, oneDNN); 1: act(x_c + r * (h @ Wh_c + bh_c)) (ONNX)",
+    ),
+    Attribute(
+        "origin_mode",
+        1,
+        (0, 1),
+        "1: h = u * h_prev + (1 - u) * c (oneDNN, ONNX, MXNet); 0: (1 - u) * h_prev + u * c",
+    ),
+    Attribute("activation", "tanh", _ACTIVATIONS, "candidate activation"),
+    Attribute("gate_activation", "sigmoid", _ACTIVATIONS, "update and reset gate activation"),
+    Attribute(
+        "layout",
+        "lod",
+        ("lod", "tnc", "ntc"),
+        "lod: X [words, C] + offsets; tnc/ntc: right-padded X + seq_lens",
+    ),
+)
+_GRU_DOC = (
+    "Gate order (update, reset, candidate). Wh [D, OC, 3*OC], B and B_h [D, 3*OC] (D = 2 for "
+    "bidirectional, forward first); B_h is the recurrent bias (its candidate part matters only "
+    "with linear_before_reset). H0 [D, N, OC] (or [N, OC] with one direction). Y has the "
+    "layout of X with D*OC features (forward half first); Y_last [D, N, OC] is each sentence's "
+    "final state per direction."
+)
+
+SCHEMAS: dict[str, OpSchema] = {
+    s.op_type: s
+    for s in (
+        OpSchema(
+            "GRU",
+            ("X", "lengths", "Wh", "B?", "B_h?", "H0?"),
+            ("Y", "Y_last?"),
+            _GRU_ATTRIBUTES,
+            "The recurrence alone, on input already projected to 3*OC features (Paddle's "
+            "`gru`). lengths: offsets [N+1] for layout lod, seq_lens [N] otherwise. " + _GRU_DOC,
+        ),
+        OpSchema(
+            "FusionGRU",
+            ("X", "lengths", "Wx", "Wh", "B?", "B_h?", "H0?"),
+            ("Y", "Y_last?"),
+            _GRU_ATTRIBUTES,
+            "Input projection and recurrence in one op (what fc_gru and mul_gru produce). "
+            "Wx [D, IC, 3*OC]. lengths as for GRU. " + _GRU_DOC,
+        ),
+        OpSchema(
+            "Dropout",
+            ("X", "seed?", "offset?"),
+            ("Y", "mask?"),
+            (
+                Attribute("p", 0.5, doc="probability of dropping an element"),
+                Attribute("mode", "upscale_in_train", ("upscale_in_train", "downgrade_in_infer")),
+                Attribute("axes", (), doc="mask shared along these axes"),
+                Attribute("is_test", 0, (0, 1), "1: inference (no mask drawn)"),
+            ),
+            "Standalone dropout; element i draws from Philox (seed, offset, i) "
+            "(shared/reference/rng.md). mask: the 1-bit packed keep mask (uint8).",
+        ),
+        OpSchema(
+            "CRFDecoding",
+            ("Emission", "offsets", "Transition", "Label?"),
+            ("ViterbiPath",),
+            (),
+            "Viterbi decoding per LoD sentence (Paddle `crf_decoding`). Emission [words, tags], "
+            "Transition [tags + 2, tags] (start row, end row, then from-to weights). "
+            "ViterbiPath int64 [words, 1]: tags, or with Label 1 where the tag equals the label.",
+        ),
+        OpSchema(
+            "SequencePool",
+            ("X", "offsets"),
+            ("Out",),
+            (
+                Attribute(
+                    "pooltype", "AVERAGE", ("SUM", "AVERAGE", "SQRT", "MAX", "LAST", "FIRST")
+                ),
+                Attribute("pad_value", 0.0, doc="value of an empty sentence's row"),
+            ),
+            "One row per LoD sentence (Paddle `sequence_pool`); SQRT = sum / sqrt(length).",
+        ),
+    )
+}
+
+
+def schema(op_type: str) -> OpSchema:
+    try:
+        return SCHEMAS[op_type]
+    except KeyError:
+        raise ArgumentError(
+            f"{DOMAIN}: unknown op {op_type!r}, expected one of {sorted(SCHEMAS)}"
+        ) from None
+
+
+def is_fusebridge(node: ir.Node) -> bool:
+    return node.domain == DOMAIN
+
+
+def node(
+    op_type: str,
+    inputs: Sequence[ir.Value | None],
+    attributes: Mapping[str, object] | None = None,
+    *,
+    num_outputs: int = 1,
+    name: str | None = None,
+) -> ir.Node:
+    """A fusebridge-domain node, checked against its schema. Optional inputs left as None
+    at the end are dropped."""
+    inputs = list(inputs)
+    while inputs and inputs[-1] is None:
+        inputs.pop()
+    attrs = {k: v for k, v in (attributes or {}).items()}
+    n = ir.node(op_type, inputs, attrs, domain=DOMAIN, num_outputs=num_outputs, name=name)
+    s = schema(op_type)
+    s.check_arity(n)
+    s.attribute_values(n)
+    return n
+
+
+def opset_imports() -> dict[str, int]:
+    return {"": ONNX_OPSET, DOMAIN: DOMAIN_VERSION}
+
+
+def op_reference_markdown() -> str:
+    """docs/ops.md: the fusebridge op reference, generated from SCHEMAS."""
+    lines = [
+        f"# fusebridge ops (domain `{DOMAIN}`, version {DOMAIN_VERSION})",
+        "",
+        "Generated from `fusebridge/ir.py` by `python -m fusebridge.ir`. A LoD value `x` is "
+        f"the pair `x` + `x{OFFSETS_SUFFIX}` (int64 offsets [N+1]).",
+    ]
+    for s in SCHEMAS.values():
+        lines += ["", f"## {s.op_type}", "", s.doc, ""]
+        lines.append(f"- inputs: {', '.join(f'`{n}`' for n in s.inputs)}")
+        lines.append(f"- outputs: {', '.join(f'`{n}`' for n in s.outputs)}")
+        for a in s.attributes:
+            choices = f" (one of {', '.join(map(str, a.choices))})" if a.choices else ""
+            doc = f": {a.doc}" if a.doc else ""
+            lines.append(f"- attribute `{a.name}` = {a.default!r}{choices}{doc}")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(op_reference_markdown(), end="")

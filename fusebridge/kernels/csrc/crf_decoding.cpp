@@ -1,0 +1,131 @@
+#include "crf_decoding.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fusebridge {
+
+namespace {
+
+// Below this many add-compares in all, waking a second thread costs more than it saves.
+constexpr double kMinWorkPerThread = 1 << 16;
+
+// Work memory, kept between calls on the calling thread and sized before the parallel region
+// (an exception, bad_alloc included, must not escape one). Each worker gets its own slices, in
+// whole cache lines so that no two workers write the same line.
+struct Scratch {
+    std::vector<float> alpha;    // [threads, 2 * tags rounded up]: the previous and current step
+    std::vector<int32_t> track;  // [threads, longest * tags rounded up]: the back pointers
+};
+
+constexpr int64_t kLine = 64 / sizeof(float);  // 4-byte elements (float, int32) per line
+
+int64_t whole_lines(int64_t n) { return (n + kLine - 1) / kLine * kLine; }
+
+// n elements of v from its first cache-line boundary on.
+template <class T>
+T* lines_at_least(std::vector<T>& v, int64_t n) {
+    if (v.size() < size_t(n + kLine)) v.resize(size_t(n + kLine));
+    const auto address = reinterpret_cast<uintptr_t>(v.data());
+    return reinterpret_cast<T*>((address + 63) & ~uintptr_t(63));
+}
+
+// One sentence of len >= 1 words. Scores start at -FLT_MAX and only a strictly greater score
+// replaces the best, as in Paddle's kernel: the first maximum wins, and a step where every
+// score is -inf keeps tag 0.
+void viterbi(const float* x, const float* trans, int64_t len, int64_t tags, float* alpha,
+             int32_t* track, int64_t* path) {
+    const float* start = trans;
+    const float* end = trans + tags;
+    const float* w = trans + 2 * tags;
+    float* prev = alpha;
+    float* cur = alpha + tags;
+
+    for (int64_t j = 0; j < tags; ++j) prev[j] = start[j] + x[j];
+    for (int64_t k = 1; k < len; ++k) {
+        int32_t* __restrict back = track + k * tags;
+        float* __restrict best = cur;
+        std::fill(best, best + tags, -FLT_MAX);
+        std::fill(back, back + tags, 0);
+        // From-tag outer, to-tag inner: each row of w is read once, contiguously, and the inner
+        // loop is a branch-free add, compare and blend across to-tags that vectorizes.
+        for (int64_t i = 0; i < tags; ++i) {
+            const float a = prev[i];
+            const int32_t from = int32_t(i);
+            const float* __restrict wi = w + i * tags;
+            for (int64_t j = 0; j < tags; ++j) {
+                const float s = a + wi[j], b = best[j];
+                // A mask, not `better ? from : back[j]`: GCC's vectorizer gives up on the
+                // latter as a conditional store.
+                const int32_t better = -int32_t(s > b);
+                best[j] = s > b ? s : b;
+                back[j] = (from & better) | (back[j] & ~better);
+            }
+        }
+        const float* xk = x + k * tags;
+        for (int64_t j = 0; j < tags; ++j) best[j] += xk[j];
+        std::swap(prev, cur);
+    }
+
+    float top = -FLT_MAX;
+    int32_t tag = 0;
+    for (int64_t j = 0; j < tags; ++j) {
+        const float s = prev[j] + end[j];
+        if (s > top) top = s, tag = int32_t(j);
+    }
+    path[len - 1] = tag;
+    for (int64_t k = len - 1; k > 0; --k) path[k - 1] = tag = track[k * tags + tag];
+}
+
+void check(const CrfDecodingArgs& a) {
+    auto fail = [](const std::string& what) {
+        throw std::invalid_argument("crf_decoding: " + what);
+    };
+    if (a.tags < 1 || a.tags > INT32_MAX) fail("tags must lie in [1, 2**31)");
+    if (a.transition_rows != a.tags + 2 || a.transition_cols != a.tags)
+        fail("transition must be [tags + 2, tags] for " + std::to_string(a.tags) + " tags");
+    if (a.offsets_size < 1 || a.offsets[0] != 0 || a.offsets[a.offsets_size - 1] != a.words)
+        fail("offsets must run from 0 to the number of words");
+    for (int64_t s = 1; s < a.offsets_size; ++s)
+        if (a.offsets[s] < a.offsets[s - 1]) fail("offsets must be nondecreasing");
+    if (a.label && a.label_size != a.words) fail("label must hold one entry per word");
+    if (a.path_size != a.words) fail("path must hold one entry per word");
+}
+
+}  // namespace
+
+void crf_decoding(const CrfDecodingArgs& a) {
+    check(a);
+    const int64_t n = a.offsets_size - 1;
+    const double work = double(a.words) * double(a.tags) * double(a.tags);
+    const int nt = std::max(1, int(std::min<double>({double(omp_get_max_threads()), double(n),
+                                                     work / kMinWorkPerThread})));
+    int64_t longest = 0;
+    for (int64_t s = 0; s < n; ++s) longest = std::max(longest, a.offsets[s + 1] - a.offsets[s]);
+    const int64_t alpha_stride = whole_lines(2 * a.tags);
+    const int64_t track_stride = whole_lines(longest * a.tags);
+    thread_local Scratch sc;
+    float* alpha = lines_at_least(sc.alpha, nt * alpha_stride);
+    int32_t* track = lines_at_least(sc.track, nt * track_stride);
+
+    // Sentences are independent and their lengths differ: dynamic scheduling balances them.
+#pragma omp parallel for schedule(dynamic) num_threads(nt) if (nt > 1)
+    for (int64_t s = 0; s < n; ++s) {
+        const int64_t begin = a.offsets[s], len = a.offsets[s + 1] - begin;
+        if (len == 0) continue;
+        const int t = omp_get_thread_num();
+        int64_t* path = a.path + begin;
+        viterbi(a.emission + begin * a.tags, a.transition, len, a.tags, alpha + t * alpha_stride,
+                track + t * track_stride, path);
+        if (a.label)
+            for (int64_t k = 0; k < len; ++k) path[k] = path[k] == a.label[begin + k] ? 1 : 0;
+    }
+}
+
+}  // namespace fusebridge

@@ -1,0 +1,1 @@
+"""Example networks built with each framework's own API, and the bundled assets."""

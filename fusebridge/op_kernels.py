@@ -1,0 +1,145 @@
+"""fusebridge-domain nodes on the compiled kernels, prepared once per Session.
+
+`prepare(node, constants)` does at Session creation what must not happen per run (schema
+checks, attribute decoding, GRU weight packing) and returns run(inputs) -> outputs, where
+inputs are the node's input arrays in schema order (None for absent optional inputs)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from fusebridge import ir as fir
+from fusebridge import kernels
+from fusebridge.errors import ArgumentError
+
+Run = Callable[[Sequence[np.ndarray | None]], list[np.ndarray]]
+
+
+@functools.cache
+def _identity_projection(directions: int, oc: int) -> np.ndarray:
+    eye = np.eye(3 * oc, dtype=np.float32)
+    eye.flags.writeable = False
+    return np.broadcast_to(eye, (directions, 3 * oc, 3 * oc))
+
+
+def gru_call(op_type: str, attrs: dict, inputs: Sequence[np.ndarray | None]) -> tuple[list, dict]:
+    """(x, wx, wh, bias) and the keyword arguments of kernels.fusion_gru / reference.gru for a
+    GRU or FusionGRU node. The GRU op's input is already projected: its Wx is the identity."""
+    if op_type == "GRU":
+        x, lengths, wh, bias, bias_h, h0 = (list(inputs) + [None] * 6)[:6]
+        wx = _identity_projection(np.shape(wh)[0], np.shape(wh)[-2])
+    else:
+        x, lengths, wx, wh, bias, bias_h, h0 = (list(inputs) + [None] * 7)[:7]
+    layout = attrs["layout"]
+    kwargs = {
+        "bias_h": bias_h,
+        "h0": h0,
+        ("offsets" if layout == "lod" else "seq_lens"): lengths,
+        "layout": layout,
+        "direction": attrs["direction"],
+        "linear_before_reset": bool(attrs["linear_before_reset"]),
+        "origin_mode": bool(attrs["origin_mode"]),
+        "activation": attrs["activation"],
+        "gate_activation": attrs["gate_activation"],
+    }
+    return [x, wx, wh, bias], kwargs
+
+
+def inference_dropout_scale(attrs: dict) -> float:
+    """What an is_test Dropout multiplies by: 1 (upscale_in_train) or 1 - p."""
+    return 1.0 if attrs["mode"] == "upscale_in_train" else 1.0 - attrs["p"]
+
+
+def _gru(node: ir.Node, attrs: dict, constants: dict[int, np.ndarray]) -> Run:
+    if node.op_type == "GRU" and attrs["direction"] == "bidirectional":
+        raise ArgumentError(
+            f"fusebridge.GRU {node.name!r}: a projected input [words, 3*OC] serves one "
+            "direction; use FusionGRU for bidirectional"
+        )
+    n_out = len(node.outputs)
+    weight_slots = (2, 3, 4) if node.op_type == "GRU" else (2, 3, 4, 5)
+    packed = None
+    if all(i in constants or i >= len(node.inputs) or node.inputs[i] is None for i in weight_slots):
+        probe = [constants.get(i) for i in range(len(node.inputs))]
+        (_, wx, wh, bias), kw = gru_call(node.op_type, attrs, probe)
+        packed = kernels.pack_gru_weights(wx, wh, bias, kw["bias_h"])
+
+    def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        (x, wx, wh, bias), kw = gru_call(node.op_type, attrs, inputs)
+        if packed is not None:
+            weights, kw["bias_h"] = (packed,), None
+        else:
+            weights = (wx, wh, bias)
+        out = kernels.fusion_gru(x, *weights, return_last=n_out == 2, **kw)
+        return list(out) if n_out == 2 else [out]
+
+    return run
+
+
+def _dropout(node: ir.Node, attrs: dict, constants: dict[int, np.ndarray]) -> Run:
+    if attrs["is_test"]:
+        scale = inference_dropout_scale(attrs)
+        if len(node.outputs) > 1:
+            raise ArgumentError(f"fusebridge.Dropout {node.name!r}: is_test has no mask output")
+
+        def run_test(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+            x = inputs[0]
+            return [x if scale == 1.0 else x * x.dtype.type(scale)]
+
+        return run_test
+    if len(node.inputs) < 2 or node.inputs[1] is None:
+        raise ArgumentError(
+            f"fusebridge.Dropout {node.name!r}: training dropout needs a seed input (int64)"
+        )
+    with_mask = len(node.outputs) > 1
+
+    def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        x, seed, offset = (list(inputs) + [None] * 3)[:3]
+        out = kernels.dropout(
+            x,
+            attrs["p"],
+            seed=int(np.asarray(seed).reshape(-1)[0]),
+            offset=0 if offset is None else int(np.asarray(offset).reshape(-1)[0]),
+            axes=attrs["axes"],
+            mode=attrs["mode"],
+            return_mask=with_mask,
+        )
+        return list(out) if with_mask else [out]
+
+    return run
+
+
+def _crf_decoding(node: ir.Node, attrs: dict, constants: dict[int, np.ndarray]) -> Run:
+    def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        emission, offsets, transition, label = (list(inputs) + [None] * 4)[:4]
+        return [kernels.crf_decoding(emission, transition, offsets, label)]
+
+    return run
+
+
+def _sequence_pool(node: ir.Node, attrs: dict, constants: dict[int, np.ndarray]) -> Run:
+    def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        x, offsets = inputs
+        return [kernels.sequence_pool(x, offsets, attrs["pooltype"], attrs["pad_value"])]
+
+    return run
+
+
+_PREPARE = {
+    "GRU": _gru,
+    "FusionGRU": _gru,
+    "Dropout": _dropout,
+    "CRFDecoding": _crf_decoding,
+    "SequencePool": _sequence_pool,
+}
+
+
+def prepare(node: ir.Node, constants: dict[int, np.ndarray]) -> Run:
+    """run(inputs) for a fusebridge node; constants maps input positions to initializer data."""
+    s = fir.schema(node.op_type)
+    s.check_arity(node)
+    return _PREPARE[node.op_type](node, s.attribute_values(node), constants)

@@ -1,0 +1,68 @@
+"""fusebridge-domain ops for onnx.reference, from kernels/reference.py: the oracle backend of
+Session(model, backend="reference"). Slow, float64 inside, independent of the C++ kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx.reference.op_run import OpRun
+
+from fusebridge import ir as fir
+from fusebridge.kernels import reference
+from fusebridge.op_kernels import gru_call, inference_dropout_scale
+
+
+class _FusebridgeOp(OpRun):
+    """Attributes come from the node and our schema (onnx.reference passes the kwargs of a
+    same-named standard op too, which are ignored)."""
+
+    op_domain = fir.DOMAIN
+
+    def attrs(self) -> dict[str, object]:
+        given = {a.name: onnx.helper.get_attribute_value(a) for a in self.onnx_node.attribute}
+        values = {}
+        for a in fir.schema(type(self).__name__).attributes:
+            v = given.get(a.name, a.default)
+            if isinstance(v, bytes):
+                v = v.decode()
+            values[a.name] = tuple(v) if isinstance(a.default, tuple) else v
+        return values
+
+
+class GRU(_FusebridgeOp):
+    def _run(self, *inputs, **_):
+        (x, wx, wh, bias), kw = gru_call(type(self).__name__, self.attrs(), inputs)
+        hidden, last = reference.gru(x, wx, wh, bias, **kw)
+        outs = (hidden.astype(np.float32), last.astype(np.float32))
+        return outs[: len(self.onnx_node.output)]
+
+
+class FusionGRU(GRU):
+    pass
+
+
+class Dropout(_FusebridgeOp):
+    def _run(self, x, seed=None, offset=None, **_):
+        a = self.attrs()
+        if a["is_test"]:
+            return (x * x.dtype.type(inference_dropout_scale(a)),)
+        seed = int(np.asarray(seed).reshape(-1)[0])
+        offset = 0 if offset is None else int(np.asarray(offset).reshape(-1)[0])
+        mask_shape = tuple(1 if i in a["axes"] else n for i, n in enumerate(x.shape))
+        y, mask = reference.dropout(x, a["p"], seed, offset, mask_shape, a["mode"])
+        return (y.astype(x.dtype), mask)[: len(self.onnx_node.output)]
+
+
+class CRFDecoding(_FusebridgeOp):
+    def _run(self, emission, offsets, transition, label=None, **_):
+        return (reference.crf_decoding(emission, transition, offsets, label),)
+
+
+class SequencePool(_FusebridgeOp):
+    def _run(self, x, offsets, **_):
+        a = self.attrs()
+        y = reference.sequence_pool(x, offsets, a["pooltype"], a["pad_value"])
+        return (np.asarray(y, x.dtype),)
+
+
+OPS = [GRU, FusionGRU, Dropout, CRFDecoding, SequencePool]

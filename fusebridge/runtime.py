@@ -1,0 +1,283 @@
+"""Session: runs an IR model. Partitioned once at creation: maximal runs of standard ONNX nodes
+become ONNX Runtime sessions (built once, reused every run), fusebridge nodes call the compiled
+kernels with weights packed once, Identity nodes are aliases. Arrays pass between steps as
+they are (ONNX Runtime takes contiguous numpy inputs and returns outputs without copies).
+
+backend="reference" runs the whole model on onnx.reference with the NumPy oracle of our ops."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+
+from fusebridge import ir as fir
+from fusebridge import kernels
+from fusebridge.errors import ArgumentError, ArgumentTypeError, ExecutionError
+from fusebridge.lod_tensor import LoDTensor
+from fusebridge.op_kernels import prepare
+
+Feeds = Mapping[str, np.ndarray | LoDTensor]
+
+
+class _Step:
+    """One unit of execution: reads env[inputs], writes env[outputs]."""
+
+    __slots__ = ("inputs", "kind", "label", "outputs", "run")
+
+    def __init__(self, kind: str, label: str, inputs: list[str], outputs: list[str], run: Callable):
+        self.kind, self.label, self.inputs, self.outputs, self.run = (
+            kind,
+            label,
+            inputs,
+            outputs,
+            run,
+        )
+
+
+def _kind(node: ir.Node) -> str:
+    if fir.is_fusebridge(node):
+        return "fusebridge"
+    if node.domain in ("", "ai.onnx") and node.op_type == "Identity":
+        return "alias"
+    if node.domain in ("", "ai.onnx"):
+        return "onnx"
+    raise ArgumentError(
+        f"Session: node {node.name!r} has domain {node.domain!r}, which no backend runs"
+    )
+
+
+def _schedule(nodes: Sequence[ir.Node]) -> list[list[ir.Node]]:
+    """Nodes in a topological order that keeps ONNX nodes together as long as it can, cut into
+    runs of one kind. A run of consecutive nodes of a topological order is executable as one
+    unit, so each ONNX run becomes one ONNX Runtime session."""
+    index = {n: i for i, n in enumerate(nodes)}
+    waiting = {n: 0 for n in nodes}
+    users: dict[ir.Node, list[ir.Node]] = {n: [] for n in nodes}
+    for n in nodes:
+        producers = {v.producer() for v in n.inputs if v is not None} & waiting.keys()
+        waiting[n] = len(producers)
+        for p in producers:
+            users[p].append(n)
+    ready = [n for n in nodes if waiting[n] == 0]
+    groups: list[list[ir.Node]] = []
+    while ready:
+        current = groups[-1][0] if groups else None
+        same = [n for n in ready if current is not None and _kind(n) == _kind(current) == "onnx"]
+        # Continue an ONNX run if possible; otherwise run non-ONNX nodes before opening a new one.
+        pick = min(same or [n for n in ready if _kind(n) != "onnx"] or ready, key=index.get)
+        ready.remove(pick)
+        if same and pick in same:
+            groups[-1].append(pick)
+        else:
+            groups.append([pick])
+        for u in users[pick]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                ready.append(u)
+    if sum(map(len, groups)) != len(nodes):
+        raise ArgumentError("Session: the graph has a cycle")
+    return groups
+
+
+class Session:
+    """Session(model) runs `model` (an onnx_ir.Model); run(feeds) -> {name: array | LoDTensor}.
+
+    A LoD input or output `x` is the pair of graph values `x` and `x.offsets`; feed it as
+    LoDTensor(data, lengths=...) and it comes back as a LoDTensor."""
+
+    def __init__(self, model: ir.Model, *, backend: str = "kernels") -> None:
+        if backend not in ("kernels", "reference"):
+            raise ArgumentError(
+                f"Session: backend must be 'kernels' or 'reference', got {backend!r}"
+            )
+        self.backend = backend
+        graph = model.graph
+        self._graph_inputs = {v.name: v for v in graph.inputs}
+        self._graph_outputs = [v.name for v in graph.outputs]
+        self.input_names = self._logical(self._graph_inputs)
+        self.output_names = self._logical(self._graph_outputs)
+        self._proto = ir.serde.serialize_model(model)
+        if backend == "reference":
+            from onnx.reference import ReferenceEvaluator
+
+            from fusebridge.op_reference import OPS
+
+            self._evaluator = ReferenceEvaluator(self._proto, new_ops=OPS)
+            return
+        self._constants = {
+            v.name: v.const_value.numpy()
+            for v in graph.initializers.values()
+            if v.const_value is not None
+        }
+        self._node_protos = dict(zip(graph, self._proto.graph.node))
+        self._steps = [self._step(group) for group in _schedule(list(graph))]
+
+    @staticmethod
+    def _logical(names: Sequence[str]) -> list[str]:
+        return [
+            n
+            for n in names
+            if not (n.endswith(fir.OFFSETS_SUFFIX) and n[: -len(fir.OFFSETS_SUFFIX)] in names)
+        ]
+
+    # -- building -----------------------------------------------------------------------------
+    def _step(self, group: list[ir.Node]) -> _Step:
+        node = group[0]
+        kind = _kind(node)
+        if kind == "alias":
+            return _Step(
+                kind, node.name, [node.inputs[0].name], [node.outputs[0].name], lambda xs: xs
+            )
+        if kind == "fusebridge":
+            consts = {
+                i: self._constants[v.name]
+                for i, v in enumerate(node.inputs)
+                if v is not None and v.name in self._constants
+            }
+            run = prepare(node, consts)
+            names = [v.name if v is not None else "" for v in node.inputs]
+            return _Step(
+                kind, f"{node.op_type} {node.name}", names, [v.name for v in node.outputs], run
+            )
+        return self._onnx_step(group)
+
+    def _onnx_step(self, group: list[ir.Node]) -> _Step:
+        members = set(group)
+        produced = {v.name for n in group for v in n.outputs}
+        inputs, initializers = [], {}
+        for n in group:
+            for v in n.inputs:
+                if v is None or v.name in produced or v in inputs:
+                    continue
+                if v.name in self._constants:
+                    initializers[v.name] = v.const_value
+                else:
+                    inputs.append(v)
+        outputs = [
+            v
+            for n in group
+            for v in n.outputs
+            if v.is_graph_output() or any(u.node not in members for u in v.uses())
+        ]
+        label = self._label(group)
+
+        def info(v: ir.Value) -> onnx.ValueInfoProto:
+            if v.dtype is None:
+                raise ArgumentError(f"Session: value {v.name!r} of {label} has no known type")
+            return onnx.helper.make_tensor_value_info(v.name, v.dtype.value, None)
+
+        graph = onnx.helper.make_graph(
+            [self._node_protos[n] for n in group],
+            "partition",
+            [info(v) for v in inputs],
+            [info(v) for v in outputs],
+            initializer=[ir.serde.serialize_tensor(t) for t in initializers.values()],
+        )
+        model = onnx.helper.make_model(
+            graph,
+            opset_imports=[onnx.helper.make_opsetid("", fir.ONNX_OPSET)],
+            ir_version=fir.IR_VERSION,
+        )
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = kernels.get_num_threads()
+        # Our OpenMP threads run between ORT calls: ORT's pool must not spin through them.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.log_severity_level = 3
+        try:
+            sess = ort.InferenceSession(
+                model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # ONNX Runtime raises its own exception types
+            raise ExecutionError(f"Session: ONNX Runtime refused {label}: {exc}") from exc
+        in_names, out_names = [v.name for v in inputs], [v.name for v in outputs]
+
+        def run(xs: list[np.ndarray]) -> list[np.ndarray]:
+            return sess.run(out_names, dict(zip(in_names, xs)))
+
+        return _Step("onnx", label, in_names, out_names, run)
+
+    @staticmethod
+    def _label(group: list[ir.Node]) -> str:
+        ops = ", ".join(n.op_type for n in group[:6]) + (", ..." if len(group) > 6 else "")
+        return f"ONNX partition [{ops}] (from node {group[0].name!r})"
+
+    # -- running ------------------------------------------------------------------------------
+    def _flatten_feeds(self, feeds: Feeds) -> dict[str, np.ndarray]:
+        if not isinstance(feeds, Mapping):
+            raise ArgumentTypeError(
+                f"Session.run: feeds must be a dict name -> array, got {type(feeds).__name__}"
+            )
+        unknown = sorted(set(feeds) - set(self.input_names))
+        missing = [n for n in self.input_names if n not in feeds]
+        if unknown or missing:
+            raise ArgumentError(
+                f"Session.run: inputs are {self.input_names}; "
+                + (f"missing {missing}" if missing else "")
+                + ("; " if missing and unknown else "")
+                + (f"unknown {unknown}" if unknown else "")
+            )
+        env = dict(self._constants) if self.backend == "kernels" else {}
+        for name in self.input_names:
+            value = feeds[name]
+            lod = fir.offsets_name(name) in self._graph_inputs
+            if lod != isinstance(value, LoDTensor):
+                expected = "a LoDTensor(data, lengths=...)" if lod else "an array, not a LoDTensor"
+                raise ArgumentTypeError(f"Session.run: input {name!r} must be {expected}")
+            if lod:
+                env[fir.offsets_name(name)] = value.offsets
+                value = value.data
+            env[name] = self._as_input(name, value)
+        return env
+
+    def _as_input(self, name: str, value: object) -> np.ndarray:
+        v = self._graph_inputs[name]
+        arr = np.asarray(value)
+        if v.dtype is not None:
+            want = v.dtype.numpy()
+            if arr.dtype != want:
+                if not np.can_cast(arr.dtype, want, "same_kind"):
+                    raise ArgumentTypeError(
+                        f"Session.run: input {name!r} must be {want}, got {arr.dtype}"
+                    )
+                arr = arr.astype(want)
+        if v.shape is not None and arr.ndim != len(v.shape):
+            raise ArgumentError(
+                f"Session.run: input {name!r} must have {len(v.shape)} dimensions {v.shape}, "
+                f"got shape {arr.shape}"
+            )
+        return np.ascontiguousarray(arr)
+
+    def run(
+        self, feeds: Feeds, *, profile: dict[str, float] | None = None
+    ) -> dict[str, np.ndarray | LoDTensor]:
+        """Outputs by name. With `profile`, adds each step's seconds under its label."""
+        env = self._flatten_feeds(feeds)
+        if self.backend == "reference":
+            results = self._evaluator.run(None, env)
+            env.update(zip(self._graph_outputs, results))
+        else:
+            for step in self._steps:
+                start = time.perf_counter() if profile is not None else 0.0
+                try:
+                    results = step.run([env.get(n) if n else None for n in step.inputs])
+                except Exception as exc:
+                    if isinstance(exc, (ArgumentError, ArgumentTypeError)):
+                        raise
+                    raise ExecutionError(f"Session: {step.label} failed: {exc}") from exc
+                env.update(zip(step.outputs, results))
+                if profile is not None:
+                    profile[step.label] = profile.get(step.label, 0.0) + time.perf_counter() - start
+        out = {}
+        for name in self.output_names:
+            offsets = fir.offsets_name(name)
+            out[name] = (
+                LoDTensor(env[name], offsets=env[offsets])
+                if offsets in self._graph_outputs
+                else env[name]
+            )
+        return out

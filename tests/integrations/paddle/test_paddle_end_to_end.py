@@ -1,0 +1,112 @@
+"""The whole journey on both example models, against Paddle's own Executor (the oracle): load
+without paddle, optimize, run; batches of 1-64 sentences of unequal length; every saved form
+(combined or one file per parameter, clip_extra True or False)."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import fusebridge as fb
+from fusebridge.models import assets
+
+pytestmark = pytest.mark.paddle
+
+
+@functools.cache
+def _saved(tmp_root, name: str, combined: bool, clip_extra: bool):
+    pytest.importorskip("paddle")
+    from fusebridge.models import paddle_models
+
+    build = paddle_models.build_tagger if name == "tagger" else paddle_models.build_sentiment
+    path = tmp_root / f"{name}-{combined}-{clip_extra}"
+    paddle_models.save_model(build(seed=3), path, combined=combined, clip_extra=clip_extra)
+    return path
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    root = tmp_path_factory.mktemp("paddle_models")
+    return functools.partial(_saved, root)
+
+
+def _batch(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 41, n).tolist()
+    return rng.integers(0, 1000, (sum(lengths), 1)).astype(np.int64), lengths
+
+
+def _assert_matches_paddle(ours: dict, theirs: dict):
+    assert set(ours) == set(theirs)
+    for name, value in ours.items():
+        data = value.data if isinstance(value, fb.LoDTensor) else value
+        if data.dtype.kind in "iu":
+            np.testing.assert_array_equal(data, theirs[name])
+        else:
+            np.testing.assert_allclose(data, theirs[name], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["tagger", "sentiment"])
+def test_models_match_paddle_executor(saved, name):
+    from fusebridge.integrations.paddle.paddle_runtime import ExecutorRunner
+
+    path = saved(name, True, False)
+    paddle_runner = ExecutorRunner(path)
+    model = fb.load(path)
+    optimized, report = fb.optimize(model)
+    assert report.fired("fc_gru") == (4 if name == "tagger" else 1)
+    assert report.fired("bigru") == (2 if name == "tagger" else 0)
+    sessions = [fb.Session(optimized), fb.Session(model)]
+    for n in (1, 5, 16, 64):
+        ids, lengths = _batch(n, seed=n)
+        theirs = paddle_runner.run({"words": (ids, lengths)})
+        for session in sessions:
+            ours = session.run({"words": fb.LoDTensor(ids, lengths=lengths)})
+            _assert_matches_paddle(ours, theirs)
+            if name == "tagger":
+                assert ours["crf_decoding_0.tmp_0"].lengths.tolist() == lengths
+
+
+@pytest.mark.parametrize("name", ["tagger", "sentiment"])
+@pytest.mark.parametrize("combined", [True, False])
+@pytest.mark.parametrize("clip_extra", [True, False])
+def test_every_saved_form_loads_to_the_same_model(saved, name, combined, clip_extra):
+    """Paddle itself segfaults on clip_extra=True gru models: their reference is the
+    clip_extra=False run of the same weights."""
+    from fusebridge.integrations.paddle.paddle_runtime import run_executor
+
+    ids, lengths = _batch(7, seed=11)
+    theirs = run_executor(saved(name, True, False), {"words": (ids, lengths)})
+    optimized, _ = fb.optimize(fb.load(saved(name, combined, clip_extra)))
+    ours = fb.Session(optimized).run({"words": fb.LoDTensor(ids, lengths=lengths)})
+    _assert_matches_paddle(ours, theirs)
+
+
+def test_bundled_demo_runs_without_paddle():
+    """The demo's whole path (load, optimize, run) in a process where importing paddle fails."""
+    code = (
+        "import sys; sys.modules['paddle'] = None\n"
+        "from fusebridge.cli import main\n"
+        "sys.exit(main(['demo']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "optimized tags == unfused tags: True" in out.stdout
+    assert "fc_gru                 fired 4" in out.stdout
+
+
+def test_bundled_tagger_matches_paddle():
+    from fusebridge.integrations.paddle.paddle_runtime import run_executor
+
+    path = assets.path("tagger")
+    ids = np.load(path / "example_words.npy")
+    lengths = [int(n) for n in (path / "example_lengths.txt").read_text().split()]
+    theirs = run_executor(path, {"words": (ids, lengths)})
+    optimized, _ = fb.optimize(fb.load(path))
+    _assert_matches_paddle(
+        fb.Session(optimized).run({"words": fb.LoDTensor(ids, lengths=lengths)}), theirs
+    )
