@@ -7,6 +7,7 @@ inputs are the node's input arrays in schema order (None for absent optional inp
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -54,7 +55,7 @@ def inference_dropout_scale(attrs: dict) -> float:
     return 1.0 if attrs["mode"] == "upscale_in_train" else 1.0 - attrs["p"]
 
 
-def _gru(node: ir.Node, attrs: dict, constants: dict[int, np.ndarray]) -> Run:
+def _gru(node: ir.Node, attrs: dict, constants: dict[int, np.ndarray], reuse_output: bool) -> Run:
     if node.op_type == "GRU" and attrs["direction"] == "bidirectional":
         raise ArgumentError(
             f"fusebridge.GRU {node.name!r}: a projected input [words, 3*OC] serves one "
@@ -68,19 +69,31 @@ def _gru(node: ir.Node, attrs: dict, constants: dict[int, np.ndarray]) -> Run:
         (_, wx, wh, bias), kw = gru_call(node.op_type, attrs, probe)
         packed = kernels.pack_gru_weights(wx, wh, bias, kw["bias_h"])
 
+    buffers = threading.local()  # per thread: runs of one Session may overlap in threads
+
     def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         (x, wx, wh, bias), kw = gru_call(node.op_type, attrs, inputs)
         if packed is not None:
             weights, kw["bias_h"] = (packed,), None
         else:
             weights = (wx, wh, bias)
+        if reuse_output:
+            # Y is an intermediate nobody keeps after the run: writing it into last run's
+            # buffer saves the page faults of a fresh one and the trim when it is freed.
+            last = getattr(buffers, "y", None)
+            kw["out"] = last if last is not None and last.shape[:-1] == x.shape[:-1] else None
         out = kernels.fusion_gru(x, *weights, return_last=n_out == 2, **kw)
+        y = out[0] if n_out == 2 else out
+        if reuse_output:
+            buffers.y = y
         return list(out) if n_out == 2 else [out]
 
     return run
 
 
-def _dropout(node: ir.Node, attrs: dict, constants: dict[int, np.ndarray]) -> Run:
+def _dropout(
+    node: ir.Node, attrs: dict, constants: dict[int, np.ndarray], reuse_output: bool
+) -> Run:
     if attrs["is_test"]:
         scale = inference_dropout_scale(attrs)
         if len(node.outputs) > 1:
@@ -113,7 +126,9 @@ def _dropout(node: ir.Node, attrs: dict, constants: dict[int, np.ndarray]) -> Ru
     return run
 
 
-def _crf_decoding(node: ir.Node, attrs: dict, constants: dict[int, np.ndarray]) -> Run:
+def _crf_decoding(
+    node: ir.Node, attrs: dict, constants: dict[int, np.ndarray], reuse_output: bool
+) -> Run:
     def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         emission, offsets, transition, label = (list(inputs) + [None] * 4)[:4]
         return [kernels.crf_decoding(emission, transition, offsets, label)]
@@ -121,7 +136,9 @@ def _crf_decoding(node: ir.Node, attrs: dict, constants: dict[int, np.ndarray]) 
     return run
 
 
-def _sequence_pool(node: ir.Node, attrs: dict, constants: dict[int, np.ndarray]) -> Run:
+def _sequence_pool(
+    node: ir.Node, attrs: dict, constants: dict[int, np.ndarray], reuse_output: bool
+) -> Run:
     def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         x, offsets = inputs
         return [kernels.sequence_pool(x, offsets, attrs["pooltype"], attrs["pad_value"])]
@@ -138,8 +155,10 @@ _PREPARE = {
 }
 
 
-def prepare(node: ir.Node, constants: dict[int, np.ndarray]) -> Run:
-    """run(inputs) for a fusebridge node; constants maps input positions to initializer data."""
+def prepare(node: ir.Node, constants: dict[int, np.ndarray], reuse_output: bool = False) -> Run:
+    """run(inputs) for a fusebridge node; constants maps input positions to initializer data.
+    reuse_output: the node's outputs live only during a run (not graph outputs), so a kernel
+    may write a run's output into the buffer of the previous run."""
     s = fir.schema(node.op_type)
     s.check_arity(node)
-    return _PREPARE[node.op_type](node, s.attribute_values(node), constants)
+    return _PREPARE[node.op_type](node, s.attribute_values(node), constants, reuse_output)

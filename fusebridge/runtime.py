@@ -25,11 +25,20 @@ Feeds = Mapping[str, np.ndarray | LoDTensor]
 
 
 class _Step:
-    """One unit of execution: reads env[inputs], writes env[outputs]."""
+    """One unit of execution: run(args) -> outputs, args read from env by name, except the
+    initializers a step takes, which are bound once here (`constants`, aligned with inputs)."""
 
-    __slots__ = ("inputs", "kind", "label", "outputs", "run")
+    __slots__ = ("constants", "inputs", "kind", "label", "outputs", "run")
 
-    def __init__(self, kind: str, label: str, inputs: list[str], outputs: list[str], run: Callable):
+    def __init__(
+        self,
+        kind: str,
+        label: str,
+        inputs: list[str],
+        outputs: list[str],
+        run: Callable,
+        constants: list[np.ndarray | None] | None = None,
+    ) -> None:
         self.kind, self.label, self.inputs, self.outputs, self.run = (
             kind,
             label,
@@ -37,6 +46,10 @@ class _Step:
             outputs,
             run,
         )
+        self.constants = constants or [None] * len(inputs)
+
+    def args(self, env: dict[str, np.ndarray]) -> list[np.ndarray | None]:
+        return [env.get(n) if c is None else c for n, c in zip(self.inputs, self.constants)]
 
 
 def _kind(node: ir.Node) -> str:
@@ -130,20 +143,21 @@ class Session:
         node = group[0]
         kind = _kind(node)
         if kind == "alias":
-            return _Step(
-                kind, node.name, [node.inputs[0].name], [node.outputs[0].name], lambda xs: xs
-            )
+            source = node.inputs[0].name
+            fixed = [self._constants.get(source)]  # an Identity of an initializer (lod_reset)
+            return _Step(kind, node.name, [source], [node.outputs[0].name], lambda xs: xs, fixed)
         if kind == "fusebridge":
             consts = {
                 i: self._constants[v.name]
                 for i, v in enumerate(node.inputs)
                 if v is not None and v.name in self._constants
             }
-            run = prepare(node, consts)
+            reuse = not any(v.is_graph_output() for v in node.outputs)
+            run = prepare(node, consts, reuse)
             names = [v.name if v is not None else "" for v in node.inputs]
-            return _Step(
-                kind, f"{node.op_type} {node.name}", names, [v.name for v in node.outputs], run
-            )
+            outputs = [v.name for v in node.outputs]
+            fixed = [consts.get(i) for i in range(len(names))]
+            return _Step(kind, f"{node.op_type} {node.name}", names, outputs, run, fixed)
         return self._onnx_step(group)
 
     def _onnx_step(self, group: list[ir.Node]) -> _Step:
@@ -221,7 +235,7 @@ class Session:
                 + ("; " if missing and unknown else "")
                 + (f"unknown {unknown}" if unknown else "")
             )
-        env = dict(self._constants) if self.backend == "kernels" else {}
+        env = {}
         for name in self.input_names:
             value = feeds[name]
             lod = fir.offsets_name(name) in self._graph_inputs
@@ -264,7 +278,7 @@ class Session:
             for step in self._steps:
                 start = time.perf_counter() if profile is not None else 0.0
                 try:
-                    results = step.run([env.get(n) if n else None for n in step.inputs])
+                    results = step.run(step.args(env))
                 except Exception as exc:
                     if isinstance(exc, (ArgumentError, ArgumentTypeError)):
                         raise

@@ -48,8 +48,8 @@ def test_arrays_cross_between_onnxruntime_and_kernels_without_copies(tagger, mon
     received, returned = [], []
     prepare = op_kernels.prepare
 
-    def spy(node, constants):
-        run = prepare(node, constants)
+    def spy(node, constants, reuse_output):
+        run = prepare(node, constants, reuse_output)
 
         def run_and_record(inputs):
             received.append((node.op_type, inputs[0]))
@@ -136,3 +136,32 @@ def test_unknown_domain_is_refused():
     graph = ir.Graph([x], node.outputs, nodes=[node], opset_imports={"": 17, "com.example": 1})
     with pytest.raises(fb.ArgumentError, match=r"domain 'com\.example'"):
         fb.Session(ir.Model(graph, ir_version=10))
+
+
+def test_intermediate_buffers_are_reused_across_runs_without_mixing_batches(tagger, monkeypatch):
+    """A GRU output that is not a graph output is written into the previous run's buffer when
+    the shape allows: batches of the same word count but other sentences must still be right."""
+    model, optimized = tagger
+    outputs = []
+    prepare = op_kernels.prepare
+
+    def spy(node, constants, reuse_output):
+        run = prepare(node, constants, reuse_output)
+
+        def run_and_record(inputs):
+            outs = run(inputs)
+            outputs.append(outs[0])
+            return outs
+
+        return run_and_record
+
+    monkeypatch.setattr("fusebridge.runtime.prepare", spy)
+    session = fb.Session(optimized)
+    reference = fb.Session(model, backend="reference")
+    for lengths in ((6, 4), (3, 7), (10,), (6, 4)):
+        feeds = tagger_feeds(lengths, seed=sum(lengths[:1]))
+        got = session.run(feeds)["crf_decoding_0.tmp_0"]
+        want = reference.run(feeds)["crf_decoding_0.tmp_0"]
+        np.testing.assert_array_equal(got.data, want.data)
+    first_gru = outputs[0::3]
+    assert all(np.shares_memory(first_gru[0], y) for y in first_gru[1:])

@@ -76,15 +76,18 @@ def as_shape(value: object, op: str, name: str, ndim: int | None = None) -> tupl
     return shape
 
 
-def as_output(out: object, like: np.ndarray, source: np.ndarray, op: str) -> np.ndarray:
-    """A fresh C-contiguous array like `like`, or `out` checked; out may be exactly `source`."""
+def as_output(
+    out: object, shape: tuple[int, ...], dtype: np.dtype, source: np.ndarray, op: str
+) -> np.ndarray:
+    """A fresh C-contiguous array of this shape and dtype, or `out` checked; out may be exactly
+    `source` (in place) but must not overlap it otherwise."""
     if out is None:
-        return np.empty(like.shape, like.dtype)
+        return np.empty(shape, dtype)
     if not isinstance(out, np.ndarray):
         raise ArgumentTypeError(f"{op}: out must be a numpy array, got {type(out).__name__}")
-    if out.shape != like.shape or out.dtype != like.dtype:
+    if out.shape != tuple(shape) or out.dtype != dtype:
         raise ArgumentError(
-            f"{op}: out must have shape {like.shape} and dtype {like.dtype}, "
+            f"{op}: out must have shape {tuple(shape)} and dtype {np.dtype(dtype)}, "
             f"got {out.shape} {out.dtype}"
         )
     if not out.flags.c_contiguous or not out.flags.writeable:

@@ -154,7 +154,7 @@ def dropout(
     x = as_float_array(x, op, "x")
     seed, offset = as_u64(seed, op, "seed"), as_u64(offset, op, "offset")
     prim = _primitive(op, x.shape, x.dtype, p, mode, training, axes, noise_shape, shard)
-    y = as_output(out, x, x, op)
+    y = as_output(out, x.shape, x.dtype, x, op)
     x = _contiguous(x)
     mask = np.zeros(prim.mask_bytes, np.uint8) if return_mask else None
     prim.forward(raw_view(x), raw_view(y), mask, seed, offset)
@@ -183,7 +183,7 @@ def dropout_backward(
             f"{op}: give exactly one of mask= (kept by the forward) or seed= (to recompute it)"
         )
     prim = _primitive(op, dy.shape, dy.dtype, p, mode, True, axes, noise_shape, shard)
-    dx = as_output(out, dy, dy, op)
+    dx = as_output(out, dy.shape, dy.dtype, dy, op)
     dy = _contiguous(dy)
     if mask is None:
         prim.forward(

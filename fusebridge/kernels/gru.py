@@ -10,7 +10,7 @@ import numpy as np
 
 from fusebridge.errors import ArgumentError, ArgumentTypeError
 from fusebridge.kernels import core
-from fusebridge.kernels.arguments import as_choice
+from fusebridge.kernels.arguments import as_choice, as_output
 from fusebridge.kernels.gru_weights import GRUWeights, pack_gru_weights
 from fusebridge.kernels.primitive_cache import CACHE
 from fusebridge.kernels.sequence_layout import as_offsets, as_seq_lens
@@ -98,13 +98,15 @@ def fusion_gru(
     activation: str = "tanh",
     gate_activation: str = "sigmoid",
     return_last: bool = False,
+    out: np.ndarray | None = None,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """GRU over LoD (x [words, IC] + offsets) or right-padded tnc/ntc input (+ seq_lens).
 
     Weights are canonical (gate order update, reset, candidate; see pack_gru_weights), or one
     GRUWeights in place of wx, wh, bias, bias_h. Returns hidden in the input's layout with
     D*OC columns (forward half first, padding zero), and with return_last also last [D, N, OC]:
-    each sentence's final state per direction (the reverse one after its first word).
+    each sentence's final state per direction (the reverse one after its first word). `out`
+    receives hidden when given (a Session reuses its buffers across runs); it must not overlap x.
     """
     op = "fusion_gru"
     if isinstance(wx, GRUWeights):
@@ -148,7 +150,9 @@ def fusion_gru(
         isa=core.isa(),
     )
     prim = CACHE.get(desc, _create)
-    out = np.empty(x.shape[:-1] + (d * oc,), np.float32)
+    out = as_output(out, x.shape[:-1] + (d * oc,), np.float32, x, op)
+    if out is x:
+        raise ArgumentError(f"{op}: out must not be x (the recurrence reads x after writing)")
     last = np.empty((d, n, oc), np.float32) if return_last else None
     w = weights
     prim.forward(x, w.wx, w.wh, w.bias_x, w.bias_hc, h0, out, last)

@@ -150,6 +150,31 @@ def test_packed_weights_equal_raw_and_are_read_only():
         w.wh[0, 0, 0, 0, 0] = 1.0
 
 
+def test_out_receives_hidden_and_is_checked():
+    rng = np.random.default_rng(6)
+    x, args = random_gru(rng, 2, 6, 5, [4, 1])
+    want = kernels.fusion_gru(x, **args, direction="bidirectional")
+    out = np.full((5, 10), np.nan, np.float32)
+    got = kernels.fusion_gru(x, **args, direction="bidirectional", out=out)
+    assert got is out
+    np.testing.assert_array_equal(out, want)
+    bad = [
+        (np.zeros((5, 9), np.float32), "out must have shape \\(5, 10\\) and dtype float32"),
+        (np.zeros((5, 10)), "dtype float32"),
+        (np.zeros((10, 5), np.float32).T, "writeable C-contiguous"),
+    ]
+    for out, match in bad:
+        with pytest.raises(ArgumentError, match=match):
+            kernels.fusion_gru(x, **args, direction="bidirectional", out=out)
+    x, args = random_gru(rng, 1, 6, 6, [4, 1])  # IC = OC: x itself has hidden's shape
+    with pytest.raises(ArgumentError, match="out must not be x"):
+        kernels.fusion_gru(x, **args, out=x)
+    shared = np.zeros((6, 6), np.float32)
+    shared[:5] = x
+    with pytest.raises(ArgumentError, match="overlaps the input"):
+        kernels.fusion_gru(shared[:5], **args, out=shared[1:])
+
+
 def test_cache_keys_on_lengths_not_total_rows():
     """Paddle's oneDNN fusion_gru keys by names and total rows and goes wrong when the batch
     changes: two batches with the same number of words must both be right."""
