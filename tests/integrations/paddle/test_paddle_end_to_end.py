@@ -113,3 +113,20 @@ def test_bundled_tagger_matches_paddle():
     _assert_matches_paddle(
         fb.Session(optimized).run({"words": fb.LoDTensor(ids, lengths=lengths)}), theirs
     )
+
+
+@pytest.mark.parametrize("name", ["tagger", "sentiment"])
+@pytest.mark.parametrize("combined", [True, False])
+@pytest.mark.parametrize("clip_extra", [True, False])
+def test_parameters_equal_paddles_own_loading(saved, name, combined, clip_extra):
+    from fusebridge.integrations.paddle.paddle_runtime import ExecutorRunner
+    from fusebridge.integrations.paddle.params import read_paddle_model
+
+    _, ours = read_paddle_model(saved(name, combined, clip_extra))
+    runner = ExecutorRunner(saved(name, combined, clip_extra))  # loading runs no gru op
+    theirs = {n: np.array(runner.scope.find_var(n).get_tensor()) for n in ours}
+    persistable = [v.name for v in runner.program.list_vars() if v.persistable]
+    assert sorted(ours) == sorted(set(persistable) - {"feed", "fetch"})
+    for n, array in ours.items():
+        assert array.dtype == theirs[n].dtype and array.shape == theirs[n].shape, n
+        np.testing.assert_array_equal(array, theirs[n])
