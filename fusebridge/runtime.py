@@ -286,12 +286,14 @@ class Session:
                 env.update(zip(step.outputs, results))
                 if profile is not None:
                     profile[step.label] = profile.get(step.label, 0.0) + time.perf_counter() - start
+        fed = {id(v.offsets) for v in feeds.values() if isinstance(v, LoDTensor)}
         out = {}
         for name in self.output_names:
             offsets = fir.offsets_name(name)
-            out[name] = (
-                LoDTensor(env[name], offsets=env[offsets])
-                if offsets in self._graph_outputs
-                else env[name]
-            )
+            if offsets not in self._graph_outputs:
+                out[name] = env[name]
+            elif id(env[offsets]) in fed:  # a feed's offsets, checked when it was made
+                out[name] = LoDTensor._checked_already(env[name], env[offsets])
+            else:  # computed in the graph (lod_reset): checked here
+                out[name] = LoDTensor(env[name], offsets=env[offsets])
         return out
