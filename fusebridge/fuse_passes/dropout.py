@@ -24,7 +24,7 @@ class InferenceDropout(FusionRule):
             return self.refuse(node, "is_test = 0: a training dropout stays")
         if len(node.outputs) > 1:
             return self.refuse(node, "its mask output is used")
-        return self.begin(context)
+        return self.accept()
 
     def rewrite(self, op, x, y, **_):
         scale = inference_dropout_scale(fir.schema("Dropout").attribute_values(y.producer()))

@@ -33,8 +33,6 @@ def _attrs(node: ir.Node) -> dict[str, object]:
 class _ProjectionIntoGRU(FusionRule):
     """MatMul(x, Wx) [+ Add(b)] feeding a GRU -> FusionGRU(x) with the bias folded in."""
 
-    with_bias = False
-
     def check(self, context, w, projected, gru_out, b=None, fc_out=None, **_):
         self.begin(context)
         gru = gru_out.producer()
@@ -64,7 +62,7 @@ class _ProjectionIntoGRU(FusionRule):
             return self.refuse(gru, f"the GRU bias {gru_bias.name!r} is computed, not a constant")
         if _attrs(gru)["direction"] == "bidirectional":
             return self.refuse(gru, "a bidirectional GRU op has no projection per direction")
-        return self.begin(context)
+        return self.accept()
 
     def rewrite(self, op, x, w, gru_out, b=None, **_):
         gru = gru_out.producer()
@@ -90,7 +88,6 @@ class FcGRU(_ProjectionIntoGRU):
     runs_after: ClassVar[dict[str, str]] = {
         "inference_dropout": "a dropout between the FC and the GRU hides the pattern"
     }
-    with_bias = True
 
     def pattern(self, op, x, w, b, lengths, wh):
         projected = op.MatMul(x, w, _outputs=["projected"])
@@ -149,7 +146,7 @@ class CanonicalUpdateGate(FusionRule):
         for name in ("Wx", "Wh", "B", "B_h"):
             if inputs[name] is not None and self.constant(inputs[name]) is None:
                 return self.refuse(node, f"{name} {inputs[name].name!r} is not a constant")
-        return self.begin(context)
+        return self.accept()
 
     def rewrite(self, op, y, **_):
         node = y.producer()
@@ -214,7 +211,7 @@ class BiGRU(FusionRule):
                     return self.refuse(concat, f"{name} {inputs[name].name!r} is not a constant")
         if (i1["H0"] is None) != (i2["H0"] is None):
             return self.refuse(concat, "only one direction has an H0")
-        return self.begin(context)
+        return self.accept()
 
     def rewrite(self, op, x, lengths, y1, y2, joined, **_):
         fwd, rev = y1.producer(), y2.producer()

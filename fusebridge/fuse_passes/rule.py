@@ -28,8 +28,12 @@ class FusionRule(pattern.RewriteRuleClassBase):
         self._graph: ir.Graph | None = None
 
     # -- used by check ---------------------------------------------------------------------
-    def begin(self, context) -> MatchResult:
+    def begin(self, context) -> None:
+        """Called first by every check: the graph that new initializers must not clash with."""
         self._graph = context.graph_or_function
+
+    @staticmethod
+    def accept() -> MatchResult:
         return MatchResult()
 
     def refuse(self, at: ir.Node, reason: str) -> MatchResult:
