@@ -211,8 +211,9 @@ def node(
     inputs = list(inputs)
     while inputs and inputs[-1] is None:
         inputs.pop()
-    attrs = {k: v for k, v in (attributes or {}).items()}
-    n = ir.node(op_type, inputs, attrs, domain=DOMAIN, num_outputs=num_outputs, name=name)
+    n = ir.node(
+        op_type, inputs, dict(attributes or {}), domain=DOMAIN, num_outputs=num_outputs, name=name
+    )
     s = schema(op_type)
     s.check_arity(n)
     s.attribute_values(n)

@@ -48,7 +48,8 @@ class Dropout(_FusebridgeOp):
             return (x * x.dtype.type(inference_dropout_scale(a)),)
         seed = int(np.asarray(seed).reshape(-1)[0])
         offset = 0 if offset is None else int(np.asarray(offset).reshape(-1)[0])
-        mask_shape = tuple(1 if i in a["axes"] else n for i, n in enumerate(x.shape))
+        shared = {axis % x.ndim for axis in a["axes"]}
+        mask_shape = tuple(1 if i in shared else n for i, n in enumerate(x.shape))
         y, mask = reference.dropout(x, a["p"], seed, offset, mask_shape, a["mode"])
         return (y.astype(x.dtype), mask)[: len(self.onnx_node.output)]
 

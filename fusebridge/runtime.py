@@ -114,20 +114,18 @@ class Session:
         self._graph_outputs = [v.name for v in graph.outputs]
         self.input_names = self._logical(self._graph_inputs)
         self.output_names = self._logical(self._graph_outputs)
-        self._proto = ir.serde.serialize_model(model)
         if backend == "reference":
             from onnx.reference import ReferenceEvaluator
 
             from fusebridge.op_reference import OPS
 
-            self._evaluator = ReferenceEvaluator(self._proto, new_ops=OPS)
+            self._evaluator = ReferenceEvaluator(ir.serde.serialize_model(model), new_ops=OPS)
             return
         self._constants = {
             v.name: v.const_value.numpy()
             for v in graph.initializers.values()
             if v.const_value is not None
         }
-        self._node_protos = dict(zip(graph, self._proto.graph.node))
         self._steps = [self._step(group) for group in _schedule(list(graph))]
 
     @staticmethod
@@ -186,7 +184,7 @@ class Session:
             return onnx.helper.make_tensor_value_info(v.name, v.dtype.value, None)
 
         graph = onnx.helper.make_graph(
-            [self._node_protos[n] for n in group],
+            [ir.serde.serialize_node(n) for n in group],
             "partition",
             [info(v) for v in inputs],
             [info(v) for v in outputs],

@@ -85,6 +85,7 @@ class _ProjectionIntoGRU(FusionRule):
 
 class FcGRU(_ProjectionIntoGRU):
     name = "fc_gru"
+    commute = True  # Add(MatMul, b) and Add(b, MatMul)
     runs_after: ClassVar[dict[str, str]] = {
         "inference_dropout": "a dropout between the FC and the GRU hides the pattern"
     }

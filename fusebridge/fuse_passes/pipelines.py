@@ -40,8 +40,7 @@ class Pipeline:
         reports = []
         for rule_class in self.rules:
             rule = rule_class()
-            commute = rule_class in (FcGRU,)  # Add(MatMul, b) and Add(b, MatMul)
-            RewriteRuleSet([rule.as_rewrite_rule()], commute=commute).apply_to_model(model)
+            RewriteRuleSet([rule.as_rewrite_rule()], commute=rule.commute).apply_to_model(model)
             # An identity left by one rule must not hide a pattern from the next.
             _remove_identities(model.graph)
             reports.append(RuleReport(rule.name, rule.fired, tuple(rule.refusals)))

@@ -20,6 +20,8 @@ class FusionRule(pattern.RewriteRuleClassBase):
     name: str = ""
     # Rules that must run before this one in a pipeline, each with the reason.
     runs_after: ClassVar[dict[str, str]] = {}
+    # Match commutative ops (Add, Mul) with their inputs either way round.
+    commute: ClassVar[bool] = False
 
     def __init__(self) -> None:
         super().__init__(self.name, remove_nodes=False)

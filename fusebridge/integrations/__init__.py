@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import onnx
 import onnx_ir as ir
 
 from fusebridge import ir as fir
@@ -28,7 +29,11 @@ def load(path: str | os.PathLike) -> ir.Model:
 
 
 def save_onnx(model: ir.Model, path: str | os.PathLike) -> None:
-    """Writes `model` as one .onnx file (fusebridge-domain ops included, weights inline)."""
-    model.opset_imports.update(fir.opset_imports())
-    model.ir_version = fir.IR_VERSION
-    ir.save(model, os.fspath(path))
+    """Writes `model` as one .onnx file (fusebridge-domain ops included, weights inline); the
+    model itself is left as it is."""
+    proto = ir.to_proto(model)
+    domains = {o.domain for o in proto.opset_import}
+    for domain, version in fir.opset_imports().items():
+        if domain not in domains:
+            proto.opset_import.add(domain=domain, version=version)
+    onnx.save(proto, os.fspath(path))

@@ -58,10 +58,11 @@ class Builder:
         wh = self.const((1, OC, 3 * OC), f"wh{len(self.nodes)}")
         return self.add("GRU", [proj, self.offsets, wh, b, None, h0], attrs, fir.DOMAIN)
 
-    def fc(self, x, bias=True):
+    def fc(self, x, bias=True, bias_first=False):
         y = self.add("MatMul", [x, self.const((IC, 3 * OC), f"w{len(self.nodes)}")])
         if bias:
-            y = self.add("Add", [y, self.const((3 * OC,), f"fcb{len(self.nodes)}")])
+            b = self.const((3 * OC,), f"fcb{len(self.nodes)}")
+            y = self.add("Add", [b, y] if bias_first else [y, b])
         return y
 
     def model(self, *outputs):
@@ -113,6 +114,14 @@ def test_fc_and_mul_gru_fuse_keeping_h0(origin_mode, with_h0, fc_bias, gru_bias)
     assert fir.schema("FusionGRU").attribute_values(node)["origin_mode"] == 1
     assert (node.inputs[-1] is not None and node.inputs[-1].name == "h0") == with_h0
     assert_same_outputs(model, optimized, h0=with_h0)
+
+
+def test_fc_gru_takes_the_bias_on_either_side_of_the_add():
+    b = Builder()
+    model = b.model(b.gru(b.fc(b.x, bias_first=True)))
+    optimized, report = fb.optimize(model)
+    assert op_types(optimized) == ["FusionGRU"] and report.fired("fc_gru") == 1
+    assert_same_outputs(model, optimized)
 
 
 def test_no_shared_tensor_changes():
@@ -174,12 +183,13 @@ def test_refuses_when_the_fc_output_has_a_second_consumer():
 
 def test_refuses_update_gate_negation_without_sigmoid():
     b = Builder()
-    model = b.model(b.gru(b.fc(b.x), gate="tanh", origin_mode=0))
+    y = b.gru(b.fc(b.x), gate="tanh", origin_mode=0)
+    model = b.model(y)
     optimized, report = fb.optimize(model)
     assert report.fired("fc_gru") == 1 and report.fired("canonical_update_gate") == 0
     (why,) = refusals(report, "canonical_update_gate")
     assert why.startswith("gate_activation is tanh: update-gate negation needs sigmoid")
-    assert "origin_mode=0" in report.text() or "kernel runs origin_mode 0" in report.text()
+    assert f"refused at {y.name!r}: {why}" in report.text()
     assert_same_outputs(model, optimized)
 
 

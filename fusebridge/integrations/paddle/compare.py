@@ -24,7 +24,7 @@ from fusebridge import kernels
 PEERS = ("paddle_executor", "paddle_inference", "paddle_inference_onednn")
 
 
-def _batch(model: fb.Session, vocab: int, n: int, seed: int) -> tuple[np.ndarray, list[int]]:
+def _batch(vocab: int, n: int, seed: int) -> tuple[np.ndarray, list[int]]:
     rng = np.random.default_rng(seed + n)
     lengths = rng.integers(5, 61, n).tolist()  # unequal sentences, 5..60 words
     ids = rng.integers(1, vocab, (sum(lengths), 1)).astype(np.int64)
@@ -82,7 +82,7 @@ def compare_with_paddle(
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in sentences:
-            ids, lengths = _batch(session, vocab, n, seed)
+            ids, lengths = _batch(vocab, n, seed)
             feeds = {feed: fb.LoDTensor(ids, lengths=lengths)}
             ours = session.run(feeds)
             ms, median = best_and_median_ms(lambda: session.run(feeds), repeat)  # noqa: B023

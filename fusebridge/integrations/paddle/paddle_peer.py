@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 import numpy as np
 
+from fusebridge.integrations.paddle.compare import best_and_median_ms
 from fusebridge.integrations.paddle.paddle_runtime import ExecutorRunner, InferenceRunner
 
 
@@ -27,13 +27,9 @@ def main(argv: list[str]) -> None:
     with np.load(feed_file, allow_pickle=False) as f:
         feeds = {feed: (f["ids"], f["lengths"].tolist())}
     outputs = runner.run(feeds)
-    times = []
-    for _ in range(int(repeat)):
-        start = time.perf_counter()
-        runner.run(feeds)
-        times.append(time.perf_counter() - start)
+    best, median = best_and_median_ms(lambda: runner.run(feeds), int(repeat))
     np.savez(out_file, **outputs)
-    print(json.dumps({"ms": 1e3 * min(times), "median_ms": 1e3 * float(np.median(times))}))
+    print(json.dumps({"ms": best, "median_ms": median}))
 
 
 if __name__ == "__main__":

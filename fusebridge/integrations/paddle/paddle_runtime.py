@@ -15,23 +15,9 @@ import os
 import numpy as np
 
 from fusebridge.integrations.paddle.legacy import import_paddle, legacy_static
+from fusebridge.integrations.paddle.params import find_model_files
 
 Feeds = dict[str, tuple[np.ndarray, list[int] | None]]
-
-_COMBINED = ("inference.pdmodel", "inference.pdiparams")
-_SEPARATE = "__model__"
-
-
-def _model_files(model_dir: str | os.PathLike) -> tuple[str, str | None]:
-    """(program file, combined params file or None for one file per parameter)."""
-    model_dir = os.fspath(model_dir)
-    model, params = (os.path.join(model_dir, n) for n in _COMBINED)
-    if os.path.isfile(model) and os.path.isfile(params):
-        return model, params
-    separate = os.path.join(model_dir, _SEPARATE)
-    if os.path.isfile(separate):
-        return separate, None
-    raise FileNotFoundError(f"{model_dir}: neither {' + '.join(_COMBINED)} nor {_SEPARATE}")
 
 
 def _offsets(lengths: list[int]) -> list[int]:
@@ -43,7 +29,7 @@ class ExecutorRunner:
 
     def __init__(self, model_dir: str | os.PathLike):
         paddle = self._paddle = import_paddle()
-        model, params = _model_files(model_dir)
+        model, params = find_model_files(model_dir)
         self._place = paddle.CPUPlace()
         # Own scope: two models with the same parameter names (word_emb, fc_0.w_0) must not
         # overwrite each other in the global scope.
@@ -51,15 +37,14 @@ class ExecutorRunner:
         with legacy_static(paddle):
             self._exe = paddle.static.Executor(self._place)
             with paddle.static.scope_guard(self.scope):
-                if params is None:
-                    # The pre-2.0 call: a directory and no params file = one file per variable.
-                    loaded = paddle.static.load_inference_model(
-                        os.fspath(model_dir), self._exe, model_filename=_SEPARATE
-                    )
-                else:
-                    loaded = paddle.static.load_inference_model(
-                        model.removesuffix(".pdmodel"), self._exe
-                    )
+                # The pre-2.0 call (a directory and file names) reads either layout: no params
+                # file = one file per variable.
+                loaded = paddle.static.load_inference_model(
+                    os.fspath(model.parent),
+                    self._exe,
+                    model_filename=model.name,
+                    params_filename=params.name if params else None,
+                )
         self.program, self.feed_names, self._fetch_vars = loaded
         self.fetch_names: list[str] = [v.name for v in self._fetch_vars]
 
@@ -102,11 +87,11 @@ class InferenceRunner:
         self, model_dir: str | os.PathLike, *, ir_optim: bool, onednn: bool, threads: int = 1
     ):
         paddle = import_paddle()
-        model, params = _model_files(model_dir)
+        model, params = find_model_files(model_dir)
         if params is None:
-            config = paddle.inference.Config(os.fspath(model_dir))
+            config = paddle.inference.Config(os.fspath(model.parent))
         else:
-            config = paddle.inference.Config(model, params)
+            config = paddle.inference.Config(os.fspath(model), os.fspath(params))
         config.disable_gpu()
         # The legacy pipeline whatever FLAGS_enable_pir_api was at import: with the new IR, 3.3.1
         # runs the legacy passes, translates to PIR, then fails ("Tensor holds no memory").
