@@ -93,15 +93,24 @@ def _op_counts(model) -> str:
     return ", ".join(f"{k} x{v}" for k, v in sorted(counts.items()))
 
 
-def optimize_command(model_path: str, out: str, pipeline: str, explain: bool) -> int:
+def optimize_command(
+    model_path: str, out: str, pipeline: str, explain: bool, portable: bool
+) -> int:
     model = fusebridge.load(model_path)
-    optimized, report = fusebridge.optimize(model, pipeline)
+    if portable:
+        from fusebridge.integrations.onnx.portable import portable as to_portable
+
+        if pipeline != "inference":
+            raise ArgumentError("optimize: --portable runs the inference pipeline")
+        optimized, report = to_portable(model)
+    else:
+        optimized, report = fusebridge.optimize(model, pipeline)
     print(f"before: {_op_counts(model)}")
     print(f"after:  {_op_counts(optimized)}")
     if explain:
         print(report.text())
     fusebridge.save_onnx(optimized, out)
-    print(f"wrote {out}")
+    print(f"wrote {out}" + (" (standard ONNX ops only)" if portable else ""))
     return 0
 
 
@@ -192,6 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     o.add_argument("-o", "--output", required=True, help="the .onnx file to write")
     o.add_argument("--pipeline", default="inference")
     o.add_argument("--explain", action="store_true", help="what each rule fired, and why not")
+    o.add_argument(
+        "--portable",
+        action="store_true",
+        help="standard ONNX ops only (plain ONNX Runtime runs the file)",
+    )
     r = sub.add_parser("run", help="run a model on inputs from .npy files")
     r.add_argument("model")
     r.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
@@ -218,7 +232,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "dropout-demo":
             return dropout_demo(args.seed, args.p)
         if args.command == "optimize":
-            return optimize_command(args.model, args.output, args.pipeline, args.explain)
+            return optimize_command(
+                args.model, args.output, args.pipeline, args.explain, args.portable
+            )
         if args.command == "run":
             return run_command(args.model, args.input, args.lod, args.output_dir, args.backend)
         sentences = [int(n) for n in args.sentences.split(",")]

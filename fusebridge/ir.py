@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import onnx_ir as ir
 
 from fusebridge.errors import ArgumentError
@@ -45,10 +46,16 @@ class OpSchema:
     outputs: tuple[str, ...]
     attributes: tuple[Attribute, ...]
     doc: str
+    # Each output's element type: "X" (that of the first input) or a fixed one ("int64").
+    output_types: tuple[str, ...] = ("X", "X")
+    # Each output's rank: that of the first input plus a change ("X", "X+1", "X-1"), or fixed.
+    output_ranks: tuple[str | int, ...] = ("X", 3)
 
     @property
     def required_inputs(self) -> int:
-        return sum(not n.endswith("?") for n in self.inputs)
+        """How many inputs a node must list: up to the last required one (an optional input
+        before it is given as an empty name)."""
+        return max((i + 1 for i, n in enumerate(self.inputs) if not n.endswith("?")), default=0)
 
     def attribute_values(self, node: ir.Node) -> dict[str, object]:
         """The node's attributes with defaults filled in, checked against the schema."""
@@ -120,6 +127,7 @@ _GRU_ATTRIBUTES = (
         "lod: X [words, C] + offsets; tnc/ntc: right-padded X + seq_lens",
     ),
 )
+_LAYOUT = Attribute("layout", "tnc", ("tnc", "ntc"), "the padded layout")
 _GRU_DOC = (
     "Gate order (update, reset, candidate). Wh [D, OC, 3*OC], B and B_h [D, 3*OC] (D = 2 for "
     "bidirectional, forward first); B_h is the recurrent bias (its candidate part matters only "
@@ -133,15 +141,16 @@ SCHEMAS: dict[str, OpSchema] = {
     for s in (
         OpSchema(
             "GRU",
-            ("X", "lengths", "Wh", "B?", "B_h?", "H0?"),
+            ("X", "lengths?", "Wh", "B?", "B_h?", "H0?"),
             ("Y", "Y_last?"),
             _GRU_ATTRIBUTES,
             "The recurrence alone, on input already projected to 3*OC features (Paddle's "
-            "`gru`). lengths: offsets [N+1] for layout lod, seq_lens [N] otherwise. " + _GRU_DOC,
+            "`gru`). lengths: offsets [N+1] for layout lod (required), seq_lens [N] otherwise "
+            "(left out: every sentence is T long). " + _GRU_DOC,
         ),
         OpSchema(
             "FusionGRU",
-            ("X", "lengths", "Wx", "Wh", "B?", "B_h?", "H0?"),
+            ("X", "lengths?", "Wx", "Wh", "B?", "B_h?", "H0?"),
             ("Y", "Y_last?"),
             _GRU_ATTRIBUTES,
             "Input projection and recurrence in one op (what fc_gru and mul_gru produce). "
@@ -159,6 +168,8 @@ SCHEMAS: dict[str, OpSchema] = {
             ),
             "Standalone dropout; element i draws from Philox (seed, offset, i) "
             "(shared/reference/rng.md). mask: the 1-bit packed keep mask (uint8).",
+            ("X", "uint8"),
+            ("X", 1),
         ),
         OpSchema(
             "CRFDecoding",
@@ -168,6 +179,28 @@ SCHEMAS: dict[str, OpSchema] = {
             "Viterbi decoding per LoD sentence (Paddle `crf_decoding`). Emission [words, tags], "
             "Transition [tags + 2, tags] (start row, end row, then from-to weights). "
             "ViterbiPath int64 [words, 1]: tags, or with Label 1 where the tag equals the label.",
+            ("int64",),
+            (2,),
+        ),
+        OpSchema(
+            "LoDToPadded",
+            ("X", "offsets"),
+            ("Padded",),
+            (_LAYOUT,),
+            "LoD words [words, C...] to right-padded [T, N, C...] (tnc) or [N, T, C...] (ntc), "
+            "T the longest sentence, zeros after each sentence. Used around padded recurrences "
+            "(the portable ONNX export).",
+            output_ranks=("X+1",),
+        ),
+        OpSchema(
+            "PaddedToLoD",
+            ("Padded", "offsets"),
+            ("Y",),
+            (_LAYOUT,),
+            "The inverse of LoDToPadded: each sentence's real steps stacked into [words, C...]. "
+            "The pass cancel_reorders removes a PaddedToLoD -> LoDToPadded pair over the same "
+            "offsets (between stacked GRUs).",
+            output_ranks=("X-1",),
         ),
         OpSchema(
             "SequencePool",
@@ -242,6 +275,85 @@ def op_reference_markdown() -> str:
             lines.append(f"- attribute `{a.name}` = {a.default!r}{choices}{doc}")
     return "\n".join(lines) + "\n"
 
+
+def _register_onnx_schemas() -> None:
+    """Our schemas in onnx's registry, so that onnx.checker's full check and shape inference
+    know our ops' output types (a Python process-wide registry: done once, at import)."""
+    import onnx
+    from onnx import defs
+
+    any_tensor = [f"tensor({t})" for t in _ONNX_TENSOR_TYPES]
+    optional = defs.OpSchema.FormalParameterOption.Optional
+    attr_types = {
+        int: defs.OpSchema.AttrType.INT,
+        float: defs.OpSchema.AttrType.FLOAT,
+        str: defs.OpSchema.AttrType.STRING,
+        tuple: defs.OpSchema.AttrType.INTS,
+    }
+
+    def formal(names: tuple[str, ...], prefix: str) -> list:
+        return [
+            defs.OpSchema.FormalParameter(
+                n.rstrip("?"),
+                f"{prefix}{i}",
+                "",
+                param_option=optional
+                if n.endswith("?")
+                else defs.OpSchema.FormalParameterOption.Single,
+            )
+            for i, n in enumerate(names)
+        ]
+
+    for s in SCHEMAS.values():
+        if defs.has(s.op_type, DOMAIN):
+            continue
+        schema = defs.OpSchema(
+            s.op_type,
+            DOMAIN,
+            DOMAIN_VERSION,
+            s.doc,
+            inputs=formal(s.inputs, "I"),
+            outputs=formal(s.outputs, "O"),
+            type_constraints=[
+                (f"{p}{i}", any_tensor, "")
+                for p, names in (("I", s.inputs), ("O", s.outputs))
+                for i in range(len(names))
+            ],
+            attributes=[
+                defs.OpSchema.Attribute(a.name, attr_types[type(a.default)], a.doc, required=False)
+                for a in s.attributes
+            ],
+        )
+
+        def infer(ctx, types=s.output_types, ranks=s.output_ranks) -> None:
+            x = ctx.get_input_type(0).tensor_type
+            for i in range(ctx.get_num_outputs()):
+                if types[i] == "X":
+                    elem = x.elem_type
+                else:
+                    elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(types[i]))
+                rank = ranks[i]
+                if isinstance(rank, str):
+                    rank = len(x.shape.dim) + int(rank[1:] or 0) if x.HasField("shape") else None
+                shape = None if rank is None else [None] * rank
+                ctx.set_output_type(i, onnx.helper.make_tensor_type_proto(elem, shape))
+
+        schema.set_type_and_shape_inference_function(infer)
+        defs.register_schema(schema)
+
+
+_ONNX_TENSOR_TYPES = (
+    "float",
+    "double",
+    "float16",
+    "bfloat16",
+    "int64",
+    "int32",
+    "int8",
+    "uint8",
+    "bool",
+)
+_register_onnx_schemas()
 
 if __name__ == "__main__":
     print(op_reference_markdown(), end="")

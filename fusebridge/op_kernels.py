@@ -106,7 +106,8 @@ def _dropout(
         return run_test
     if len(node.inputs) < 2 or node.inputs[1] is None:
         raise ArgumentError(
-            f"fusebridge.Dropout {node.name!r}: training dropout needs a seed input (int64)"
+            f"fusebridge.Dropout {node.name!r}: training dropout needs a seed input (int64); "
+            "an ONNX Dropout brings one with its seed attribute"
         )
     with_mask = len(node.outputs) > 1
 
@@ -146,12 +147,33 @@ def _sequence_pool(
     return run
 
 
+def _lod_to_padded(
+    node: ir.Node, attrs: dict, constants: dict[int, np.ndarray], reuse_output: bool
+) -> Run:
+    def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        return [kernels.lod_to_padded(inputs[0], inputs[1], attrs["layout"])[0]]
+
+    return run
+
+
+def _padded_to_lod(
+    node: ir.Node, attrs: dict, constants: dict[int, np.ndarray], reuse_output: bool
+) -> Run:
+    def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        padded, offsets = inputs
+        return [kernels.padded_to_lod(padded, np.diff(offsets), attrs["layout"])[0]]
+
+    return run
+
+
 _PREPARE = {
     "GRU": _gru,
     "FusionGRU": _gru,
     "Dropout": _dropout,
     "CRFDecoding": _crf_decoding,
     "SequencePool": _sequence_pool,
+    "LoDToPadded": _lod_to_padded,
+    "PaddedToLoD": _padded_to_lod,
 }
 
 

@@ -66,4 +66,14 @@ class SequencePool(_FusebridgeOp):
         return (np.asarray(y, x.dtype),)
 
 
-OPS = [GRU, FusionGRU, Dropout, CRFDecoding, SequencePool]
+class LoDToPadded(_FusebridgeOp):
+    def _run(self, x, offsets, **_):
+        return (reference.lod_to_padded(x, offsets, self.attrs()["layout"])[0],)
+
+
+class PaddedToLoD(_FusebridgeOp):
+    def _run(self, padded, offsets, **_):
+        return (reference.padded_to_lod(padded, offsets, self.attrs()["layout"]),)
+
+
+OPS = [GRU, FusionGRU, Dropout, CRFDecoding, SequencePool, LoDToPadded, PaddedToLoD]

@@ -55,6 +55,27 @@ def test_demo_bad_p_is_a_clean_error(p):
     assert out.returncode == 2 and "p must lie in [0, 1]" in out.stderr
 
 
+def test_optimize_portable_runs_in_plain_onnxruntime(tmp_path):
+    import onnxruntime as ort
+
+    tagger = assets.path("tagger")
+    path = tmp_path / "tagger.onnx"
+    out = run("optimize", str(tagger), "-o", str(path), "--portable", "--explain")
+    assert out.returncode == 0, out.stderr
+    assert "portable: 2 LoD GRU(s) padded, 1 reorder pair(s) cancelled" in out.stdout
+    assert "(standard ONNX ops only)" in out.stdout
+    ids = np.load(tagger / "example_words.npy")
+    lengths = [int(n) for n in (tagger / "example_lengths.txt").read_text().split()]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    (tags, _) = ort.InferenceSession(str(path)).run(None, {"words": ids, "words.offsets": offsets})
+    want = fusebridge.Session(fusebridge.load(tagger)).run(
+        {"words": fusebridge.LoDTensor(ids, lengths=lengths)}
+    )
+    np.testing.assert_array_equal(tags, want["crf_decoding_0.tmp_0"].data)
+    refused = run("optimize", str(tagger), "-o", str(path), "--portable", "--pipeline", "none")
+    assert refused.returncode == 2 and "--portable runs the inference pipeline" in refused.stderr
+
+
 def test_optimize_explain_then_run_with_lod(tmp_path):
     tagger = assets.path("tagger")
     model = tmp_path / "tagger.fb.onnx"

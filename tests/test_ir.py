@@ -32,7 +32,7 @@ def test_node_fills_defaults_and_drops_trailing_absent_inputs():
 @pytest.mark.parametrize(
     ("op", "inputs", "attrs", "match"),
     [
-        ("GRU", 2, {}, r"2 inputs, expected 3 to 6 \(X, lengths, Wh, B\?, B_h\?, H0\?\)"),
+        ("GRU", 2, {}, r"2 inputs, expected 3 to 6 \(X, lengths\?, Wh, B\?, B_h\?, H0\?\)"),
         ("GRU", 3, {"direction": "up"}, "attribute direction = 'up', expected one of"),
         ("GRU", 3, {"origin_mode": 2}, r"attribute origin_mode = 2, expected one of \[0, 1\]"),
         ("SequencePool", 2, {"pooltype": "MEDIAN"}, "pooltype = 'MEDIAN'"),
@@ -46,5 +46,7 @@ def test_bad_nodes_name_the_op_and_what_was_expected(op, inputs, attrs, match):
 
 
 def test_a_required_input_cannot_be_absent():
-    with pytest.raises(fb.ArgumentError, match="input lengths is required"):
-        fir.node("GRU", [value("x"), None, value("wh")])
+    with pytest.raises(fb.ArgumentError, match="input Wx is required"):
+        fir.node("FusionGRU", [value("x"), value("offsets"), None, value("wh")])
+    # lengths may be left out (a padded layout whose sequences all have T steps)
+    fir.node("FusionGRU", [value("x"), None, value("wx"), value("wh")], {"layout": "tnc"})

@@ -30,6 +30,18 @@ def _attrs(node: ir.Node) -> dict[str, object]:
     return fir.schema(node.op_type).attribute_values(node)
 
 
+def _with_last_state(gru: ir.Node, outputs: ir.Value | tuple[ir.Value, ...]) -> ir.Value:
+    """The replacement's Y. Patterns name Y only, so a used Y_last moves to the replacement
+    here; the old node is then unused and goes."""
+    if len(gru.outputs) == 1:
+        return outputs
+    last = gru.outputs[1]
+    outputs[1].type, outputs[1].shape = last.type, last.shape
+    ir.convenience.replace_all_uses_with(last, outputs[1], replace_graph_outputs=True)
+    outputs[1].name, last.name = last.name, None  # a graph output keeps its name
+    return outputs[0]
+
+
 class _ProjectionIntoGRU(FusionRule):
     """MatMul(x, Wx) [+ Add(b)] feeding a GRU -> FusionGRU(x) with the bias folded in."""
 
@@ -243,3 +255,136 @@ class BiGRU(FusionRule):
             h0.type = ir.TensorType(ir.DataType.FLOAT)
         attrs = {**_attrs(fwd), "direction": "bidirectional"}
         return self.fusebridge_node(op, "FusionGRU", [x, lengths, *stacked, h0], attrs)
+
+
+class _ProjectionIntoFusionGRU(FusionRule):
+    """MatMul(x, W1) [+ b1] feeding a FusionGRU's X (ONNX GRU imports as FusionGRU, with its own
+    W) -> one projection: Wx' = W1 @ Wx, bias' = b1 @ Wx + bias, per direction. Refused where
+    the folded projection would cost more than the two it replaces."""
+
+    def check(self, context, w, projected, gru_out, b=None, fc_out=None, **_):
+        self.begin(context)
+        gru = gru_out.producer()
+        inputs = _inputs(gru, _FUSION_INPUTS)
+        w1, wx = self.constant(w), self.constant(inputs["Wx"])
+        if w1 is None or w1.ndim != 2:
+            return self.refuse(
+                gru, f"the projection weight {w.name!r} is not a constant 2-D matrix"
+            )
+        if wx is None:
+            return self.refuse(gru, "the GRU's Wx is not a constant")
+        d, ic, oc3 = wx.reshape(-1, wx.shape[-2], wx.shape[-1]).shape
+        if w1.shape[1] != ic:
+            return self.refuse(gru, f"the projection gives {w1.shape[1]} columns, Wx takes {ic}")
+        k = w1.shape[0]
+        if k * d * oc3 > k * ic + d * ic * oc3:
+            return self.refuse(
+                gru,
+                f"folding would raise the projection from {k * ic + d * ic * oc3} to "
+                f"{k * d * oc3} multiply-adds per word ({k} inputs, {ic} GRU inputs)",
+            )
+        reason = self.second_consumer(projected, "projection output")
+        if fc_out is not None:
+            reason = reason or self.second_consumer(fc_out, "projection output (after the bias)")
+            bias = self.constant(b)
+            if bias is None or bias.size != ic:
+                return self.refuse(gru, f"the bias {b.name!r} is not a constant of {ic} values")
+        if reason:
+            return self.refuse(gru, reason)
+        if inputs["B"] is not None and self.constant(inputs["B"]) is None:
+            return self.refuse(gru, f"the GRU bias {inputs['B'].name!r} is not a constant")
+        return self.accept()
+
+    def rewrite(self, op, x, w, gru_out, b=None, **_):
+        gru = gru_out.producer()
+        inputs = _inputs(gru, _FUSION_INPUTS)
+        w1 = self.constant(w).astype(np.float32)
+        wx = self.constant(inputs["Wx"])
+        wx = wx.reshape(-1, wx.shape[-2], wx.shape[-1]).astype(np.float32)
+        folded_wx = np.einsum("ki,dio->dko", w1, wx)
+        bias = inputs["B"]
+        if b is not None:
+            shift = np.einsum("i,dio->do", self.constant(b).reshape(-1).astype(np.float32), wx)
+            if bias is not None:
+                shift = shift + self.constant(bias).reshape(shift.shape)
+            bias = self.new_initializer(op, shift, f"{gru_out.name}/bias")
+        new_wx = self.new_initializer(op, folded_wx, f"{inputs['Wx'].name}/folded")
+        outputs = self.fusebridge_node(
+            op,
+            "FusionGRU",
+            [x, inputs["lengths"], new_wx, inputs["Wh"], bias, inputs["B_h"], inputs["H0"]],
+            _attrs(gru),
+            num_outputs=len(gru.outputs),
+        )
+        return _with_last_state(gru, outputs)
+
+
+class MatMulAddFusionGRU(_ProjectionIntoFusionGRU):
+    name = "matmul_add_fusion_gru"
+    commute = True  # Add(MatMul, b) and Add(b, MatMul)
+    runs_after: ClassVar[dict[str, str]] = {
+        "zero_initial_state": "the Shape chain of a zero H0 is a second consumer of X"
+    }
+
+    def pattern(self, op, x, w, b):
+        projected = op.MatMul(x, w, _outputs=["projected"])
+        return op.FusionGRU(
+            op.Add(projected, b, _outputs=["fc_out"]),
+            _domain=fir.DOMAIN,
+            _allow_other_inputs=True,
+            _outputs=["gru_out"],
+        )
+
+
+class MatMulFusionGRU(_ProjectionIntoFusionGRU):
+    name = "matmul_fusion_gru"
+    runs_after: ClassVar[dict[str, str]] = {
+        "matmul_add_fusion_gru": "it would fold the MatMul and leave the Add behind",
+        **MatMulAddFusionGRU.runs_after,
+    }
+
+    def pattern(self, op, x, w):
+        return op.FusionGRU(
+            op.MatMul(x, w, _outputs=["projected"]),
+            _domain=fir.DOMAIN,
+            _allow_other_inputs=True,
+            _outputs=["gru_out"],
+        )
+
+
+class ZeroInitialState(FusionRule):
+    """A FusionGRU whose H0 is all zeros (ConstantOfShape 0, as torch.onnx and paddle2onnx write
+    for a GRU without h0) -> no H0, which means zeros. Its Shape/Gather chain then goes dead, and
+    with it a second consumer that would stop the projection from folding."""
+
+    name = "zero_initial_state"
+
+    def pattern(self, op, x):
+        return op.FusionGRU(x, _domain=fir.DOMAIN, _allow_other_inputs=True, _outputs=["y"])
+
+    def check(self, context, y, **_):
+        self.begin(context)
+        h0 = _inputs(y.producer(), _FUSION_INPUTS)["H0"]
+        if h0 is None:
+            return self.skip("no H0")
+        source = h0.producer()
+        if self.constant(h0) is not None:
+            zero = not self.constant(h0).any()
+        elif source is not None and source.op_type == "ConstantOfShape":
+            fill = source.attributes.get("value")
+            zero = fill is None or not fill.value.numpy().any()
+        else:
+            zero = False
+        return self.accept() if zero else self.skip("H0 is not all zeros")
+
+    def rewrite(self, op, x, y, **_):
+        gru = y.producer()
+        inputs = _inputs(gru, _FUSION_INPUTS)
+        outputs = self.fusebridge_node(
+            op,
+            "FusionGRU",
+            [x, *(inputs[n] for n in _FUSION_INPUTS[1:-1])],
+            _attrs(gru),
+            num_outputs=len(gru.outputs),
+        )
+        return _with_last_state(gru, outputs)

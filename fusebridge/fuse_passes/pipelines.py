@@ -12,7 +12,15 @@ from onnxscript.rewriter import RewriteRuleSet
 
 from fusebridge.errors import ArgumentError
 from fusebridge.fuse_passes.dropout import InferenceDropout
-from fusebridge.fuse_passes.gru import BiGRU, CanonicalUpdateGate, FcGRU, MulGRU
+from fusebridge.fuse_passes.gru import (
+    BiGRU,
+    CanonicalUpdateGate,
+    FcGRU,
+    MatMulAddFusionGRU,
+    MatMulFusionGRU,
+    MulGRU,
+    ZeroInitialState,
+)
 from fusebridge.fuse_passes.report import OptimizeReport, RuleReport
 from fusebridge.fuse_passes.rule import FusionRule
 
@@ -61,7 +69,17 @@ def _remove_identities(graph: ir.Graph) -> None:
 
 PIPELINES = {
     "inference": Pipeline(
-        "inference", [InferenceDropout, FcGRU, MulGRU, CanonicalUpdateGate, BiGRU]
+        "inference",
+        [
+            InferenceDropout,
+            FcGRU,
+            MulGRU,
+            ZeroInitialState,
+            MatMulAddFusionGRU,
+            MatMulFusionGRU,
+            CanonicalUpdateGate,
+            BiGRU,
+        ],
     ),
     "none": Pipeline("none", []),
 }

@@ -79,12 +79,18 @@ class FusionRule(pattern.RewriteRuleClassBase):
             name = f"{hint}@{k}"
         return op.initializer(ir.tensor(np.ascontiguousarray(array), name=name), name=name)
 
-    def fusebridge_node(self, op, op_type: str, inputs: list, attrs: dict) -> ir.Value:
+    def fusebridge_node(
+        self, op, op_type: str, inputs: list, attrs: dict, num_outputs: int = 1
+    ) -> ir.Value | tuple[ir.Value, ...]:
         while inputs and inputs[-1] is None:
             inputs.pop()
         self.fired += 1
         return getattr(op, op_type)(
-            *inputs, _domain=fir.DOMAIN, _version=fir.DOMAIN_VERSION, **attrs
+            *inputs,
+            _domain=fir.DOMAIN,
+            _version=fir.DOMAIN_VERSION,
+            _outputs=num_outputs,
+            **attrs,
         )
 
     def as_rewrite_rule(self) -> pattern.RewriteRule:

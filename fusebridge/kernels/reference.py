@@ -295,3 +295,31 @@ def sequence_pool(
         if len(rows):
             out[i] = pool(rows)
     return out
+
+
+def lod_to_padded(
+    x: np.ndarray, offsets: np.ndarray, layout: str = "tnc"
+) -> tuple[np.ndarray, np.ndarray]:
+    """(padded, seq_lens): sentence i's rows copied one by one to steps 0.. of column i."""
+    x = np.asarray(x)
+    offsets = np.asarray(offsets, np.int64)
+    lens = offsets[1:] - offsets[:-1]
+    n, t = len(lens), int(lens.max(initial=0))
+    padded = np.zeros((n, t) + x.shape[1:], x.dtype)
+    for i in range(n):
+        for step in range(lens[i]):
+            padded[i, step] = x[offsets[i] + step]
+    return (padded if layout == "ntc" else padded.swapaxes(0, 1).copy()), lens
+
+
+def padded_to_lod(padded: np.ndarray, offsets: np.ndarray, layout: str = "tnc") -> np.ndarray:
+    """The rows of each sentence's real steps, sentence after sentence."""
+    padded = np.asarray(padded)
+    seq_major = padded if layout == "ntc" else padded.swapaxes(0, 1)
+    offsets = np.asarray(offsets, np.int64)
+    rows = [
+        seq_major[i, step]
+        for i in range(len(offsets) - 1)
+        for step in range(offsets[i + 1] - offsets[i])
+    ]
+    return np.array(rows, padded.dtype).reshape((int(offsets[-1]),) + padded.shape[2:])

@@ -1,0 +1,44 @@
+"""IR -> .onnx file: the optimized graph with fusebridge-domain ops (fusebridge.Session runs it),
+or, portable, standard ONNX ops only (plain ONNX Runtime runs it).
+
+ONNX Runtime's pip wheels ship no C/C++ headers, so no native ORT custom-op library for our ops
+can be built against them: plain-ORT users take the portable file."""
+
+from __future__ import annotations
+
+import os
+
+import onnx
+import onnx_ir as ir
+
+from fusebridge import ir as fir
+
+
+def model_proto(model: ir.Model) -> onnx.ModelProto:
+    """The model as a checked ModelProto: our opsets declared, the IR version the lowest the
+    opsets allow (ONNX Runtime refuses IR versions newer than it knows; onnx writes its own
+    newest by default), and onnx.checker's full check (shape inference included) passed."""
+    proto = ir.to_proto(model)
+    uses_ours = any(fir.is_fusebridge(n) for n in model.graph.all_nodes())
+    wanted = {"": fir.ONNX_OPSET, **({fir.DOMAIN: fir.DOMAIN_VERSION} if uses_ours else {})}
+    present = {o.domain for o in proto.opset_import}
+    for domain, version in wanted.items():
+        if domain not in present:
+            proto.opset_import.add(domain=domain, version=version)
+    proto.ir_version = onnx.helper.find_min_ir_version_for(proto.opset_import, ignore_unknown=True)
+    proto.graph.name = proto.graph.name or "fusebridge"
+    # Inferred types and ranks for outputs the frontends left without (the checker wants them).
+    proto = onnx.shape_inference.infer_shapes(proto, strict_mode=True)
+    onnx.checker.check_model(proto, full_check=True)
+    return proto
+
+
+def save_onnx(model: ir.Model, path: str | os.PathLike, *, portable: bool = False) -> None:
+    """Writes `model` as one .onnx file, weights inline; the model itself is left as it is.
+    portable=True writes standard ONNX ops only (see portable.py); what ONNX cannot express
+    raises UnsupportedOpError naming the node and why."""
+    if portable:
+        from fusebridge.integrations.onnx.portable import portable as to_portable
+
+        model = to_portable(model)[0]
+    onnx.save(model_proto(model), os.fspath(path))

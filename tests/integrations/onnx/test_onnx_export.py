@@ -1,0 +1,238 @@
+"""ONNX export of the Paddle example models: the portable file (standard ops only) in plain
+ONNX Runtime and in onnx.reference, and the fusebridge-domain file through fb.Session, all equal
+to Paddle's Executor (the oracle; skipped without paddle) and to the unfused model."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+import pytest
+from onnx.reference import ReferenceEvaluator
+from onnx.reference.ops.op_gru import GRU as ReferenceGRU
+
+import fusebridge as fb
+from fusebridge.integrations.onnx.portable import portable
+from fusebridge.models import assets
+
+MODELS = ["tagger", "sentiment"]
+
+
+@functools.cache
+def _files(name: str, root: str) -> tuple[str, str]:
+    model = fb.load(assets.path(name))
+    portable_path, fused_path = f"{root}/{name}-portable.onnx", f"{root}/{name}-fused.onnx"
+    fb.save_onnx(model, portable_path, portable=True)
+    fb.save_onnx(fb.optimize(model)[0], fused_path)
+    return portable_path, fused_path
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("onnx_export"))
+    return lambda name: _files(name, root)
+
+
+def _batch(n: int, seed: int, empty: bool = False):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 30, n).tolist()
+    if empty:
+        lengths[n // 2] = 0
+    return rng.integers(0, 1000, (sum(lengths), 1)).astype(np.int64), lengths
+
+
+def _onnx_feeds(ids, lengths) -> dict[str, np.ndarray]:
+    return {
+        "words": ids,
+        "words.offsets": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+    }
+
+
+def _plain_ort(path: str, feeds: dict) -> dict[str, np.ndarray]:
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+
+
+def _flat(outputs: dict) -> dict[str, np.ndarray]:
+    """Session outputs as the file's graph outputs: a LoDTensor is data + offsets."""
+    flat = {}
+    for name, value in outputs.items():
+        if isinstance(value, fb.LoDTensor):
+            flat[name], flat[name + ".offsets"] = value.data, value.offsets
+        else:
+            flat[name] = value
+    return flat
+
+
+def _assert_equal(ours: dict, theirs: dict) -> None:
+    assert set(ours) == set(theirs)
+    for name, want in theirs.items():
+        if want.dtype.kind in "iu":
+            np.testing.assert_array_equal(ours[name], want, err_msg=name)
+        else:
+            np.testing.assert_allclose(ours[name], want, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_files_are_valid_onnx_for_our_onnxruntime(files, name):
+    for path in files(name):
+        proto = onnx.load(path)
+        onnx.checker.check_model(proto, full_check=True)
+        assert proto.ir_version <= 10  # ONNX Runtime 1.31 refuses newer ones
+        assert [i.name for i in proto.graph.input] == ["words", "words.offsets"]
+    portable_proto = onnx.load(files(name)[0])
+    assert {o.domain for o in portable_proto.opset_import} == {""}
+    assert {n.domain for n in portable_proto.graph.node} == {""}
+    ops = [n.op_type for n in portable_proto.graph.node]
+    assert ops.count("GRU") == (2 if name == "tagger" else 1)
+    assert ("Loop" in ops) == (name == "tagger")  # the Viterbi decoding
+
+
+def test_stacked_gru_reorders_cancel():
+    """Between the tagger's two bidirectional layers the padded output goes straight on."""
+    model, report = portable(fb.load(assets.path("tagger")))
+    assert (report.padded, report.cancelled) == (2, 1)
+    first, second = [n for n in model.graph if n.op_type == "GRU"]
+    reshaped = second.inputs[0].producer()
+    assert reshaped.op_type == "Reshape"
+    assert reshaped.inputs[0].producer().inputs[0].producer() is first
+    bidirectional = [n.attributes.get_string("direction") for n in (first, second)]
+    assert bidirectional == ["bidirectional", "bidirectional"]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_both_files_match_the_unfused_model(files, name):
+    """With an empty sentence (Paddle itself cannot run one) and single sentences."""
+    unfused = fb.Session(fb.load(assets.path(name)))
+    portable_path, fused_path = files(name)
+    fused = fb.Session(fb.load(fused_path))
+    for n, empty in ((1, False), (7, True), (16, False)):
+        ids, lengths = _batch(n, seed=n, empty=empty)
+        want = _flat(unfused.run({"words": fb.LoDTensor(ids, lengths=lengths)}))
+        _assert_equal(_plain_ort(portable_path, _onnx_feeds(ids, lengths)), want)
+        _assert_equal(_flat(fused.run({"words": fb.LoDTensor(ids, lengths=lengths)})), want)
+
+
+@pytest.mark.paddle
+@pytest.mark.parametrize("name", MODELS)
+def test_both_files_match_paddle_executor(files, name):
+    pytest.importorskip("paddle")
+    from fusebridge.integrations.paddle.paddle_runtime import ExecutorRunner
+
+    runner = ExecutorRunner(assets.path(name))
+    portable_path, fused_path = files(name)
+    fused = fb.Session(fb.load(fused_path))
+    for n in (1, 5, 16, 64):
+        ids, lengths = _batch(n, seed=10 + n)
+        theirs = runner.run({"words": (ids, lengths)})
+        ours_portable = _plain_ort(portable_path, _onnx_feeds(ids, lengths))
+        ours_fused = _flat(fused.run({"words": fb.LoDTensor(ids, lengths=lengths)}))
+        for ours in (ours_portable, ours_fused):
+            _assert_equal({k: ours[k] for k in theirs}, theirs)
+
+
+class GRU(ReferenceGRU):
+    """onnx.reference's GRU ignores sequence_lens (it runs every sequence over all T steps, so a
+    reverse direction would start in the padding). This runs onnx.reference's own GRU once per
+    sequence on its real steps, which is what the ONNX spec's sequence_lens means. (new_ops
+    replaces an op by class name, hence the name.)"""
+
+    def _run(self, X, W, R, B=None, sequence_lens=None, initial_h=None, **kwargs):
+        if sequence_lens is None:
+            return super()._run(X, W, R, B, None, initial_h, **kwargs)
+        d, n, hidden = R.shape[0], X.shape[1], R.shape[-1]
+        h0 = np.zeros((d, n, hidden), X.dtype) if initial_h is None else initial_h
+        y = np.zeros((X.shape[0], d, n, hidden), X.dtype)
+        y_h = np.array(h0)
+        for i, steps in enumerate(np.asarray(sequence_lens)):
+            if steps == 0:
+                continue
+            one = super()._run(X[:steps, i : i + 1], W, R, B, None, h0[:, i : i + 1], **kwargs)
+            y[:steps, :, i] = one[0][:, :, 0]
+            if len(one) > 1:
+                y_h[:, i] = one[1][:, 0]
+        return (y, y_h)[: self.n_outputs]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_portable_file_in_onnx_reference(files, name):
+    unfused = fb.Session(fb.load(assets.path(name)))
+    evaluator = ReferenceEvaluator(files(name)[0], new_ops=[GRU])
+    ids, lengths = _batch(6, seed=3, empty=True)
+    want = _flat(unfused.run({"words": fb.LoDTensor(ids, lengths=lengths)}))
+    got = evaluator.run(None, _onnx_feeds(ids, lengths))
+    names = [o.name for o in onnx.load(files(name)[0]).graph.output]
+    _assert_equal(dict(zip(names, got)), want)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_fused_file_on_the_reference_backend(files, name):
+    unfused = fb.Session(fb.load(assets.path(name)))
+    reference = fb.Session(fb.load(files(name)[1]), backend="reference")
+    ids, lengths = _batch(5, seed=4, empty=True)
+    feeds = {"words": fb.LoDTensor(ids, lengths=lengths)}
+    _assert_equal(_flat(reference.run(feeds)), _flat(unfused.run(feeds)))
+
+
+def _one_gru_model(**attrs) -> ir.Model:
+    """x [words, 4] + offsets -> FusionGRU (hidden 3) -> y."""
+    rng = np.random.default_rng(0)
+    x = ir.val("x", ir.DataType.FLOAT, ir.Shape(["words", 4]))
+    offsets = ir.val("x.offsets", ir.DataType.INT64, ir.Shape(["n1"]))
+    weights = [
+        ir.Value(name=n, const_value=ir.tensor(rng.standard_normal(s).astype(np.float32), name=n))
+        for n, s in (("wx", (1, 4, 9)), ("wh", (1, 3, 9)))
+    ]
+    node = fb.ir.node("FusionGRU", [x, offsets, *weights], attrs, name="the_gru")
+    node.outputs[0].name = "y"
+    node.outputs[0].dtype = ir.DataType.FLOAT
+    graph = ir.Graph(
+        [x, offsets],
+        [node.outputs[0]],
+        nodes=[node],
+        initializers=weights,
+        opset_imports={"": 17, fb.ir.DOMAIN: 1},
+        name="one_gru",
+    )
+    return ir.Model(graph, ir_version=10)
+
+
+@pytest.mark.parametrize(
+    ("attrs", "message"),
+    [
+        (
+            {"origin_mode": 0, "gate_activation": "relu"},
+            "origin_mode 0 with gate_activation relu cannot be written as ONNX GRU",
+        ),
+        ({"activation": "identity", "origin_mode": 1}, None),
+        ({"origin_mode": 0}, None),
+    ],
+)
+def test_portable_gru_variants(tmp_path, attrs, message):
+    model = _one_gru_model(**attrs)
+    path = tmp_path / "gru.onnx"
+    if message:
+        with pytest.raises(fb.UnsupportedOpError, match="FusionGRU node 'the_gru'") as info:
+            fb.save_onnx(model, path, portable=True)
+        assert message in str(info.value)
+        return
+    fb.save_onnx(model, path, portable=True)
+    ids = np.random.default_rng(1).standard_normal((9, 4)).astype(np.float32)
+    lengths = [4, 0, 5]
+    want = fb.Session(model).run({"x": fb.LoDTensor(ids, lengths=lengths)})["y"]
+    offsets = np.array([0, 4, 4, 9], np.int64)
+    got = _plain_ort(str(path), {"x": ids, "x.offsets": offsets})["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_training_dropout_is_refused_by_the_portable_export(tmp_path):
+    x = ir.val("x", ir.DataType.FLOAT, ir.Shape(["a"]))
+    seed = ir.val("seed", ir.DataType.INT64, ir.Shape([1]))
+    node = fb.ir.node("Dropout", [x, seed], {"p": 0.3}, name="drop")
+    node.outputs[0].name, node.outputs[0].dtype = "y", ir.DataType.FLOAT
+    graph = ir.Graph([x, seed], node.outputs, nodes=[node], opset_imports={"": 17}, name="d")
+    with pytest.raises(fb.UnsupportedOpError, match="Dropout node 'drop': a training dropout"):
+        fb.save_onnx(ir.Model(graph, ir_version=10), tmp_path / "d.onnx", portable=True)
