@@ -7,6 +7,7 @@ backend="reference" runs the whole model on onnx.reference with the NumPy oracle
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -98,12 +99,17 @@ def _schedule(nodes: Sequence[ir.Node]) -> list[list[ir.Node]]:
 
 
 class Session:
-    """Session(model) runs `model` (an onnx_ir.Model); run(feeds) -> {name: array | LoDTensor}.
+    """Session(model) runs `model` (an onnx_ir.Model, or a model file fb.load reads);
+    run(feeds) -> {name: array | LoDTensor}.
 
     A LoD input or output `x` is the pair of graph values `x` and `x.offsets`; feed it as
     LoDTensor(data, lengths=...) and it comes back as a LoDTensor."""
 
-    def __init__(self, model: ir.Model, *, backend: str = "kernels") -> None:
+    def __init__(self, model: ir.Model | str | os.PathLike, *, backend: str = "kernels") -> None:
+        if isinstance(model, (str, os.PathLike)):
+            from fusebridge.integrations import load
+
+            model = load(model)
         if backend not in ("kernels", "reference"):
             raise ArgumentError(
                 f"Session: backend must be 'kernels' or 'reference', got {backend!r}"

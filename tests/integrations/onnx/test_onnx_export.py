@@ -108,7 +108,7 @@ def test_both_files_match_the_unfused_model(files, name):
     """With an empty sentence (Paddle itself cannot run one) and single sentences."""
     unfused = fb.Session(fb.load(assets.path(name)))
     portable_path, fused_path = files(name)
-    fused = fb.Session(fb.load(fused_path))
+    fused = fb.Session(fused_path)  # a path: fb.load reads it
     for n, empty in ((1, False), (7, True), (16, False)):
         ids, lengths = _batch(n, seed=n, empty=empty)
         want = _flat(unfused.run({"words": fb.LoDTensor(ids, lengths=lengths)}))
@@ -177,16 +177,20 @@ def test_fused_file_on_the_reference_backend(files, name):
     _assert_equal(_flat(reference.run(feeds)), _flat(unfused.run(feeds)))
 
 
-def _one_gru_model(**attrs) -> ir.Model:
-    """x [words, 4] + offsets -> FusionGRU (hidden 3) -> y."""
+def _one_gru_model(op_type: str = "FusionGRU", **attrs) -> ir.Model:
+    """x [words, 4] + offsets -> FusionGRU (hidden 3) -> y; or x [words, 9] (projected already)
+    -> GRU -> y."""
     rng = np.random.default_rng(0)
-    x = ir.val("x", ir.DataType.FLOAT, ir.Shape(["words", 4]))
+    features = 4 if op_type == "FusionGRU" else 9
+    x = ir.val("x", ir.DataType.FLOAT, ir.Shape(["words", features]))
     offsets = ir.val("x.offsets", ir.DataType.INT64, ir.Shape(["n1"]))
+    shapes = (("wx", (1, 4, 9)), ("wh", (1, 3, 9)), ("b", (1, 9)))
     weights = [
         ir.Value(name=n, const_value=ir.tensor(rng.standard_normal(s).astype(np.float32), name=n))
-        for n, s in (("wx", (1, 4, 9)), ("wh", (1, 3, 9)))
+        for n, s in shapes
+        if op_type == "FusionGRU" or n != "wx"
     ]
-    node = fb.ir.node("FusionGRU", [x, offsets, *weights], attrs, name="the_gru")
+    node = fb.ir.node(op_type, [x, offsets, *weights], attrs, name="the_gru")
     node.outputs[0].name = "y"
     node.outputs[0].dtype = ir.DataType.FLOAT
     graph = ir.Graph(
@@ -201,30 +205,34 @@ def _one_gru_model(**attrs) -> ir.Model:
 
 
 @pytest.mark.parametrize(
-    ("attrs", "message"),
+    ("op_type", "attrs", "message"),
     [
         (
+            "FusionGRU",
             {"origin_mode": 0, "gate_activation": "relu"},
             "origin_mode 0 with gate_activation relu cannot be written as ONNX GRU",
         ),
-        ({"activation": "identity", "origin_mode": 1}, None),
-        ({"origin_mode": 0}, None),
+        ("FusionGRU", {"activation": "identity", "origin_mode": 1}, None),
+        ("FusionGRU", {"origin_mode": 0, "direction": "reverse"}, None),
+        ("FusionGRU", {"linear_before_reset": 1, "activation": "relu"}, None),
+        # Paddle's gru on a computed projection: ONNX GRU with an identity W
+        ("GRU", {"origin_mode": 0, "direction": "reverse"}, None),
     ],
 )
-def test_portable_gru_variants(tmp_path, attrs, message):
-    model = _one_gru_model(**attrs)
+def test_portable_gru_variants(tmp_path, op_type, attrs, message):
+    model = _one_gru_model(op_type, **attrs)
     path = tmp_path / "gru.onnx"
     if message:
-        with pytest.raises(fb.UnsupportedOpError, match="FusionGRU node 'the_gru'") as info:
+        with pytest.raises(fb.UnsupportedOpError, match=f"{op_type} node 'the_gru'") as info:
             fb.save_onnx(model, path, portable=True)
         assert message in str(info.value)
         return
     fb.save_onnx(model, path, portable=True)
-    ids = np.random.default_rng(1).standard_normal((9, 4)).astype(np.float32)
-    lengths = [4, 0, 5]
-    want = fb.Session(model).run({"x": fb.LoDTensor(ids, lengths=lengths)})["y"]
-    offsets = np.array([0, 4, 4, 9], np.int64)
-    got = _plain_ort(str(path), {"x": ids, "x.offsets": offsets})["y"]
+    assert {n.op_type for n in onnx.load(path).graph.node} & {"GRU", "FusionGRU"} == {"GRU"}
+    features = model.graph.inputs[0].shape[1]
+    ids = np.random.default_rng(1).standard_normal((9, features)).astype(np.float32)
+    want = fb.Session(model).run({"x": fb.LoDTensor(ids, lengths=[4, 0, 5])})["y"]
+    got = _plain_ort(str(path), {"x": ids, "x.offsets": np.array([0, 4, 4, 9], np.int64)})["y"]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
