@@ -15,6 +15,7 @@ SECTIONS = {
     "dropout": "benchmarks.dropout",
     "gru": "benchmarks.gru",
     "paddle_models": "benchmarks.paddle_models",
+    "mxnet_models": "benchmarks.mxnet_models",
 }
 
 

@@ -7,14 +7,22 @@ from pathlib import Path
 
 import onnx_ir as ir
 
+from fusebridge.errors import ArgumentError
 from fusebridge.integrations.onnx.save import save_onnx
 
 
-def load(path: str | os.PathLike) -> ir.Model:
+def load(path: str | os.PathLike, *, params: str | os.PathLike | None = None) -> ir.Model:
     """A model file as canonical IR: an ONNX file (.onnx; GRU and Dropout imported as our ops),
-    or a Paddle inference model (a directory with __model__ or *.pdmodel, a .pdmodel file, or a
-    save_inference_model prefix)."""
+    an MXNet `prefix-symbol.json` (its .params beside it, or `params`), or a Paddle inference
+    model (a directory with __model__ or *.pdmodel, a .pdmodel file, or a save_inference_model
+    prefix)."""
     p = Path(path)
+    if p.suffix == ".json":
+        from fusebridge.integrations.mxnet.load import load_mxnet
+
+        return load_mxnet(p, params)
+    if params is not None:
+        raise ArgumentError("load: params= is for MXNet symbol files (prefix-symbol.json)")
     if p.suffix == ".onnx":
         from fusebridge.integrations.onnx.load import load_onnx
 

@@ -1,0 +1,97 @@
+"""The MXNet GRU tagger (gluon: embedding 128, 2-layer bidirectional GRU of 128, dense to 57
+tags), exported by MXNet and loaded by fusebridge without mxnet: fusebridge Session (optimized)
+vs MXNet 1.9.1's hybridized SymbolBlock (oneDNN GRU) in a process of its own
+(benchmarks/mxnet_peer.py), 1 / 16 / 64 sentences.
+
+Runs in the MXNet venv (`pip install ".[mxnet]"`; mxnet needs numpy < 1.24):
+`python -m benchmarks.run --only mxnet_models`. Two length patterns: equal (every sentence 40
+words: both compute the same steps) and unequal (5..60 words padded to 60: MXNet's oneDNN GRU
+computes the padding and ignores the lengths, so its short sentences are wrong; the table shows
+by how much, against MXNet run one sentence at a time)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from benchmarks.common import best_time, markdown_table
+
+SIZES = (5000, 128, 128, 57)
+
+
+def _batch(n: int, equal: bool, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    lengths = np.full(n, 40) if equal else rng.integers(5, 61, n)
+    ids = rng.integers(0, SIZES[0], (n, int(lengths.max()))).astype(np.float32)
+    return ids, lengths.astype(np.float32)
+
+
+def _export(prefix: str) -> None:
+    """The tagger exported by MXNet (in a child process: mxnet stays out of this one)."""
+    code = (
+        "import mxnet as mx; from fusebridge.models.mxnet_models import build_gru_tagger; "
+        f"b = build_gru_tagger(prefix='bench_tagger_', sizes={SIZES}); b.hybridize(); "
+        "b(mx.nd.ones((2, 5)), mx.nd.array([5, 5])); "
+        f"b.export({prefix!r})"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def run(quick: bool = False, threads: int = 2) -> str:
+    import fusebridge as fb
+
+    fb.kernels.set_num_threads(threads)
+    repeat = 5 if quick else 20
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    rows, errors = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "tagger")
+        _export(prefix)
+        session = fb.Session(fb.optimize(fb.load(f"{prefix}-symbol.json"))[0])
+        for equal in (True, False):
+            for n in (1, 16, 64):
+                ids, lengths = _batch(n, equal, n)
+                np.save(f"{tmp}/ids.npy", ids)
+                np.save(f"{tmp}/lengths.npy", lengths)
+                peer = [sys.executable, "-m", "benchmarks.mxnet_peer", prefix]
+                peer += [f"{tmp}/ids.npy", f"{tmp}/lengths.npy", str(repeat), f"{tmp}/mx.npz"]
+                subprocess.run(peer, check=True, capture_output=True, env=env)
+                theirs = np.load(f"{tmp}/mx.npz")
+                feeds = {"data0": ids, "data1": lengths}
+                ours = session.run(feeds)[session.output_names[0]]
+                real = np.arange(ids.shape[1])[None, :] < lengths[:, None]
+                err_ours = np.abs(ours - theirs["alone"])[real].max()
+                err_mx = np.abs(theirs["batched"] - theirs["alone"])[real].max()
+                if not equal:
+                    errors.append(f"{n}: fusebridge {err_ours:.1e}, MXNet {err_mx:.1e}")
+                assert err_ours < 1e-4, err_ours
+                t_fb = best_time(lambda feeds=feeds: session.run(feeds), repeat)
+                t_mx = float(theirs["seconds"])
+                rows.append(
+                    [
+                        "equal (40)" if equal else "5..60",
+                        str(n),
+                        str(int(lengths.sum())),
+                        f"{1e3 * t_fb:.2f}",
+                        f"{1e3 * t_mx:.2f}",
+                        f"{t_mx / t_fb:.2f}x",
+                    ]
+                )
+    header = ["lengths", "sentences", "words", "fusebridge ms", "MXNet ms", "MXNet / fusebridge"]
+    return "\n".join(
+        [
+            "## MXNet GRU tagger",
+            "",
+            f"{threads} thread(s) (OMP_NUM_THREADS for MXNet, set_num_threads for fusebridge); "
+            f"best of {repeat}; MXNet 1.9.1 hybridized with static_alloc, in its own process.",
+            "",
+            markdown_table(header, rows),
+            "",
+            "Largest difference from MXNet run one sentence at a time (unequal lengths, "
+            "sentences: ...): " + "; ".join(errors) + ".",
+        ]
+    )

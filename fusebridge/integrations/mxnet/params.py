@@ -1,0 +1,225 @@
+"""MXNet's `.params` files (`nd.save`, `HybridBlock.export`) read with numpy alone.
+
+The layout follows MXNet 1.9.1's NDArray::Load / LegacyLoad (src/ndarray/ndarray.cc), summed up
+in shared/reference/mxnet.md. The file is untrusted: every malformation is a ModelFormatError
+that names the file, the part and the byte position, and sizes are checked against the bytes
+that are left before anything is allocated.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import struct
+from pathlib import Path
+from typing import NoReturn
+
+import ml_dtypes
+import numpy as np
+
+from fusebridge.errors import ModelFormatError
+
+LIST_MAGIC = 0x112
+V1_MAGIC = 0xF993FAC8  # int64 shape, no storage type
+V2_MAGIC = 0xF993FAC9  # storage type; ndim 0 = none
+V3_MAGIC = 0xF993FACA  # numpy shape semantics: ndim 0 = scalar, -1 = none; dense only
+
+# mshadow's TypeFlag.
+DTYPES: dict[int, np.dtype] = {
+    0: np.dtype(np.float32),
+    1: np.dtype(np.float64),
+    2: np.dtype(np.float16),
+    3: np.dtype(np.uint8),
+    4: np.dtype(np.int32),
+    5: np.dtype(np.int8),
+    6: np.dtype(np.int64),
+    7: np.dtype(np.bool_),
+    8: np.dtype(np.int16),
+    9: np.dtype(np.uint16),
+    10: np.dtype(np.uint32),
+    11: np.dtype(np.uint64),
+    12: np.dtype(ml_dtypes.bfloat16),
+}
+_STORAGE = {0: "dense", 1: "row_sparse", 2: "csr"}  # value = number of aux arrays, too
+_PREFIXES = ("arg", "aux")
+
+_U32 = struct.Struct("<I")
+_I32 = struct.Struct("<i")
+_U64 = struct.Struct("<Q")
+
+
+class _Reader:
+    def __init__(self, data: bytes, source: str) -> None:
+        self.view = memoryview(data).cast("B")
+        self.source = source
+        self.pos = 0
+
+    def fail(self, part: str, at: int, message: str) -> NoReturn:
+        raise ModelFormatError(f"{self.source}: {part} at byte {at}: {message}")
+
+    def need(self, size: int, part: str) -> None:
+        left = len(self.view) - self.pos
+        if size > left:
+            self.fail(part, self.pos, f"{size} bytes needed, {left} left in the file (truncated)")
+
+    def take(self, st: struct.Struct, part: str) -> int:
+        self.need(st.size, part)
+        (value,) = st.unpack_from(self.view, self.pos)
+        self.pos += st.size
+        return value
+
+    def dims(self, ndim: int, item: str, part: str) -> list[int]:
+        self.need(ndim * np.dtype(item).itemsize, part)
+        dims = np.frombuffer(self.view, item, ndim, self.pos).tolist()
+        self.pos += ndim * np.dtype(item).itemsize
+        return dims
+
+
+def _shape(r: _Reader, part: str, v3: bool) -> list[int] | None:
+    """A TShape (i32 ndim, i64 dims); None for V3's unknown shape (ndim or a dim -1)."""
+    at = r.pos
+    ndim = r.take(_I32, f"{part} ndim")
+    if ndim == -1 and v3:
+        return None
+    if ndim < 0:
+        r.fail(f"{part} ndim", at, f"negative ndim {ndim}")
+    dims = r.dims(ndim, "<i8", f"{part} of {ndim} dims")
+    if v3 and -1 in dims:
+        return None
+    if any(d < 0 for d in dims):
+        r.fail(part, at, f"negative dimension in {_show(dims)}")
+    return dims
+
+
+def _show(dims: list[int]) -> str:
+    # A corrupt header can declare millions of dims: keep messages short.
+    return str(tuple(dims)) if len(dims) <= 8 else f"({', '.join(map(str, dims[:8]))}, ...)"
+
+
+def _data(r: _Reader, dims: list[int], dtype: np.dtype, part: str) -> np.ndarray:
+    count = math.prod(dims)
+    at = r.pos
+    r.need(count * dtype.itemsize, f"{part} ({dtype} {_show(dims)})")
+    try:
+        if count == 0:
+            array = np.zeros(dims, dtype)
+        else:
+            # astype copies: the array owns its memory, native-endian, aligned, writeable.
+            flat = np.frombuffer(r.view, dtype.newbyteorder("<"), count, r.pos)
+            array = flat.reshape(dims).astype(dtype)
+    except ValueError as e:  # more dimensions than numpy allows, or an absurd empty shape
+        r.fail(part, at, f"shape {_show(dims)}: {e}")
+    r.pos += count * dtype.itemsize
+    if dtype == np.bool_:
+        # MXNet stores one byte per bool; a byte other than 0 or 1 would be a malformed True.
+        array = array.view(np.uint8).astype(np.bool_)
+    return array
+
+
+def _dtype(r: _Reader, part: str) -> np.dtype:
+    at = r.pos
+    flag = r.take(_I32, f"{part} type flag")
+    if flag not in DTYPES:
+        r.fail(f"{part} type flag", at, f"unknown type flag {flag} (known: 0-{max(DTYPES)})")
+    return DTYPES[flag]
+
+
+def _array(r: _Reader, index: int) -> np.ndarray | str:
+    """Array `index` at r.pos: the array, or why it cannot be used (raised once its name is
+    known)."""
+    part = f"array #{index}"
+    at = r.pos
+    magic = r.take(_U32, f"{part} header")
+    stype = 0
+    if magic in (V2_MAGIC, V3_MAGIC):
+        v3 = magic == V3_MAGIC
+        stype_at = r.pos
+        stype = r.take(_I32, f"{part} storage type")
+        if stype not in _STORAGE or (v3 and stype != 0):
+            kind = "V3 (dense only)" if v3 else "V2"
+            r.fail(f"{part} storage type", stype_at, f"storage type {stype} in a {kind} header")
+        storage_dims = _shape(r, f"{part} storage shape", v3) if stype else None
+        dims = _shape(r, f"{part} shape", v3)
+        if dims is None or (not v3 and not dims):
+            return "is an empty (none) NDArray: it holds no data"
+    elif magic == V1_MAGIC:
+        # LegacyLoad: as MXNet 1.9.1 reads it, ndim 0 is a scalar followed by its data.
+        dims = _shape(r, f"{part} shape", v3=False)
+    else:
+        # Before V1 the first word was ndim itself, with uint32 dims.
+        dims = r.dims(magic, "<u4", f"{part} legacy shape of {magic} dims (no known magic)")
+    r.take(_I32, f"{part} dev_type")  # the device is not kept: every array is loaded to host
+    r.take(_I32, f"{part} dev_id")
+    dtype = _dtype(r, part)
+    if stype == 0:
+        return _data(r, dims, dtype, f"{part} data")
+    # Sparse: read past it so that the names can be read and the refusal can name the array.
+    aux = [
+        (_dtype(r, f"{part} aux {i}"), _shape(r, f"{part} aux {i} shape", False))
+        for i in range(stype)
+    ]
+    blocks = [("data", dtype, storage_dims or [])]
+    blocks += [(f"aux {i} data", t, d or []) for i, (t, d) in enumerate(aux)]
+    for what, item, skipped in blocks:
+        size = math.prod(skipped) * item.itemsize
+        r.need(size, f"{part} {what} ({item} {_show(skipped)})")
+        r.pos += size
+    return f"is {_STORAGE[stype]} (header at byte {at}): sparse storage is not supported"
+
+
+def parse_params(data: bytes, source: str = "<bytes>") -> dict[str, tuple[str, np.ndarray]]:
+    """The arrays of an MXNet `.params` / `nd.save` file held in `data`, in file order:
+    bare name -> (kind, array), kind "arg" or "aux" from the name's prefix, "" without one.
+    A file saved from a list has no names: its arrays are named "0", "1", ..."""
+    r = _Reader(data, source)
+    if (magic := r.take(_U64, "list magic")) != LIST_MAGIC:
+        r.fail("list magic", 0, f"{magic:#x}, expected {LIST_MAGIC:#x} (not an MXNet params file)")
+    if (reserved := r.take(_U64, "reserved word")) != 0:
+        r.fail("reserved word", 8, f"{reserved:#x}, expected 0")
+    count = r.take(_U64, "array count")
+    arrays = [_array(r, i) for i in range(count)]
+    at = r.pos
+    num_names = r.take(_U64, "name count")
+    if num_names not in (0, count):
+        r.fail("name count", at, f"{num_names} names for {count} arrays (expected 0 or {count})")
+    names = []
+    for i in range(num_names):
+        at = r.pos
+        length = r.take(_U64, f"name #{i} length")
+        r.need(length, f"name #{i} of {length} bytes")
+        try:
+            names.append(str(r.view[r.pos : r.pos + length], "utf-8"))
+        except UnicodeDecodeError as e:
+            r.fail(f"name #{i}", at, f"not UTF-8: {e}")
+        r.pos += length
+    if r.pos != len(r.view):
+        r.fail("end", r.pos, f"{len(r.view) - r.pos} bytes left after the last name")
+    result: dict[str, tuple[str, np.ndarray]] = {}
+    for i, array in enumerate(arrays):
+        full = names[i] if names else str(i)
+        if isinstance(array, str):
+            raise ModelFormatError(f"{source}: array {full!r} (#{i}) {array}")
+        kind, sep, bare = full.partition(":")
+        if not sep or kind not in _PREFIXES:
+            kind, bare = "", full
+        if bare in result:
+            raise ModelFormatError(
+                f"{source}: array {full!r} (#{i}): a second array named {bare!r}"
+            )
+        result[bare] = (kind, array)
+    return result
+
+
+def read_params_with_kind(path: str | os.PathLike) -> dict[str, tuple[str, np.ndarray]]:
+    """The arrays of an MXNet `.params` file: bare name -> (kind "arg"/"aux"/"", array)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ModelFormatError(f"{path}: cannot read the params file: {e}") from None
+    return parse_params(data, os.fspath(path))
+
+
+def read_params(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The arrays of an MXNet `.params` file by bare name (`arg:` / `aux:` stripped)."""
+    return {name: array for name, (_, array) in read_params_with_kind(path).items()}

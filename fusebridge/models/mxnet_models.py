@@ -1,0 +1,254 @@
+"""Small MXNet Gluon models exported with HybridBlock.export as test fixtures:
+
+    python -m fusebridge.models.mxnet_models [OUT_DIR]   (default tests/fixtures/mxnet)
+
+Each fixture is OUT_DIR/NAME-symbol.json + OUT_DIR/NAME-0000.params:
+- gru_tagger: Embedding -> 2-layer bidirectional GRU (NTC, use_sequence_length=True) ->
+  Dropout(0.2, axes=(1,)) -> Dense(flatten=False) to tags. Inputs data0 = word ids [N, T]
+  (float32, as Embedding wants) and data1 = sentence lengths [N] (float32).
+- gru_tagger_fixed: the same without use_sequence_length (input data: word ids), with the same
+  weights, so both give the same numbers on full-length sentences.
+- mlp_dropout: Dense -> relu -> Dropout(0.3) -> Dense -> LeakyReLU -> softmax, input data [N, 20].
+- attention: two-head self-attention on data [N, T, 16]: q, k, v Dense, Reshape/transpose into
+  heads, batch_dot / sqrt(d), softmax, Dropout(0.1), batch_dot, heads merged, output Dense.
+
+Weights are random but seeded (NumPy), set in parameter order. mxnet (1.9.1, numpy < 1.24) is
+imported only inside the functions: the module imports without it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DEFAULT_OUT_DIR = Path("tests/fixtures/mxnet")
+SEED = 0
+WEIGHT_SCALE = 0.3
+
+VOCAB, EMBED, HIDDEN, TAGS = 200, 24, 16, 9
+MLP_IN, MLP_HIDDEN, MLP_OUT = 20, 32, 10
+ATT_DIM, ATT_HEADS = 16, 2
+
+
+def _seed_parameters(block: Any, seed: int = SEED) -> None:
+    # NumPy rather than mx.random: the same values whatever MXNet's initializers do, nonzero
+    # biases, and the tagger with and without sequence lengths gets identical weights.
+    import mxnet as mx
+
+    rng = np.random.default_rng(seed)
+    block.initialize(mx.init.Zero())
+    for param in block.collect_params().values():
+        param.set_data(mx.nd.array(rng.uniform(-WEIGHT_SCALE, WEIGHT_SCALE, size=param.shape)))
+
+
+def _gru_class() -> type:
+    import mxnet as mx
+
+    class _KeywordRNN:
+        """Gluon 1.9.1 passes sequence_length to F.RNN positionally; the symbol API binds the
+        4th positional argument to state_cell (LSTM only), so a hybridized GRU with
+        use_sequence_length fails ("argument name state_cell not found"). This passes it by
+        name; the exported graph is the one gluon means to write."""
+
+        def __init__(self, F: Any):
+            self._F = F
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._F, name)
+
+        def RNN(self, data: Any, parameters: Any, state: Any, sequence_length: Any, **kw: Any):
+            return self._F.RNN(data, parameters, state, sequence_length=sequence_length, **kw)
+
+    class GRU(mx.gluon.rnn.GRU):
+        def _forward_kernel(self, F, inputs, states, sequence_length, **kwargs):
+            if sequence_length is not None and F is mx.sym:
+                F = _KeywordRNN(F)
+            return super()._forward_kernel(F, inputs, states, sequence_length, **kwargs)
+
+    return GRU
+
+
+def build_gru_tagger(
+    use_sequence_length: bool = True,
+    prefix: str = "gru_tagger_",
+    sizes: tuple[int, int, int, int] = (VOCAB, EMBED, HIDDEN, TAGS),
+) -> Any:
+    """The tagger as a Gluon HybridBlock with seeded weights (not hybridized).
+    forward(ids [N, T], lengths [N]) or forward(ids) -> tag scores [N, T, tags];
+    sizes = (vocabulary, embedding, hidden, tags)."""
+    vocab, embed, hidden, tags = sizes
+    import mxnet as mx
+
+    nn = mx.gluon.nn
+    gru_class = _gru_class()
+
+    class GruTagger(mx.gluon.HybridBlock):
+        def __init__(self, **kwargs: Any):
+            super().__init__(**kwargs)
+            with self.name_scope():
+                self.embed = nn.Embedding(vocab, embed)
+                self.gru = gru_class(
+                    hidden,
+                    num_layers=2,
+                    layout="NTC",
+                    bidirectional=True,
+                    input_size=embed,
+                    use_sequence_length=use_sequence_length,
+                )
+                # Variational dropout: one mask per sentence, shared over time steps.
+                self.dropout = nn.Dropout(0.2, axes=(1,))
+                self.out = nn.Dense(tags, flatten=False, in_units=2 * hidden)
+
+        def hybrid_forward(self, F, ids, lengths=None):
+            h = self.embed(ids)
+            h = self.gru(h, sequence_length=lengths) if use_sequence_length else self.gru(h)
+            return self.out(self.dropout(h))
+
+    block = GruTagger(prefix=prefix)
+    _seed_parameters(block)
+    return block
+
+
+def build_gru_tagger_fixed() -> Any:
+    """The tagger without sequence lengths: forward(ids [N, T]) -> [N, T, TAGS]."""
+    return build_gru_tagger(use_sequence_length=False, prefix="gru_tagger_fixed_")
+
+
+def build_mlp_dropout() -> Any:
+    """forward(x [N, MLP_IN]) -> class probabilities [N, MLP_OUT]."""
+    import mxnet as mx
+
+    nn = mx.gluon.nn
+
+    class MlpDropout(mx.gluon.HybridBlock):
+        def __init__(self, **kwargs: Any):
+            super().__init__(**kwargs)
+            with self.name_scope():
+                self.fc1 = nn.Dense(MLP_HIDDEN, in_units=MLP_IN)
+                self.act = nn.Activation("relu")
+                self.dropout = nn.Dropout(0.3)
+                self.fc2 = nn.Dense(MLP_OUT, in_units=MLP_HIDDEN)
+                self.leaky = nn.LeakyReLU(0.1)
+
+        def hybrid_forward(self, F, x):
+            h = self.leaky(self.fc2(self.dropout(self.act(self.fc1(x)))))
+            return F.softmax(h, axis=-1)
+
+    block = MlpDropout(prefix="mlp_dropout_")
+    _seed_parameters(block)
+    return block
+
+
+def build_attention() -> Any:
+    """Two-head scaled dot-product self-attention: forward(x [N, T, ATT_DIM]) -> [N, T, ATT_DIM].
+    Heads are split and merged with Reshape codes 0, -1, -3, -4 and transpose, as GluonNLP does."""
+    import mxnet as mx
+
+    nn = mx.gluon.nn
+    head_dim = ATT_DIM // ATT_HEADS
+
+    class Attention(mx.gluon.HybridBlock):
+        def __init__(self, **kwargs: Any):
+            super().__init__(**kwargs)
+            with self.name_scope():
+                self.q = nn.Dense(ATT_DIM, flatten=False, in_units=ATT_DIM)
+                self.k = nn.Dense(ATT_DIM, flatten=False, in_units=ATT_DIM)
+                self.v = nn.Dense(ATT_DIM, flatten=False, in_units=ATT_DIM)
+                self.dropout = nn.Dropout(0.1)
+                self.out = nn.Dense(ATT_DIM, flatten=False, in_units=ATT_DIM)
+
+        def hybrid_forward(self, F, x):
+            def split_heads(h):
+                # [N, T, H*d] -> [N, T, H, d] -> [N, H, T, d] -> [N*H, T, d]
+                h = F.reshape(h, shape=(0, 0, ATT_HEADS, -1))
+                return F.reshape(F.transpose(h, axes=(0, 2, 1, 3)), shape=(-3, 0, 0))
+
+            q, k, v = split_heads(self.q(x)), split_heads(self.k(x)), split_heads(self.v(x))
+            scores = F.batch_dot(q, k, transpose_b=True) / math.sqrt(head_dim)
+            ctx = F.batch_dot(self.dropout(F.softmax(scores, axis=-1)), v)
+            # [N*H, T, d] -> [N, H, T, d] -> [N, T, H, d] -> [N, T, H*d]
+            ctx = F.reshape(ctx, shape=(-4, -1, ATT_HEADS, 0, 0))
+            ctx = F.reshape(F.transpose(ctx, axes=(0, 2, 1, 3)), shape=(0, 0, -1))
+            return self.out(ctx)
+
+    block = Attention(prefix="attention_")
+    _seed_parameters(block)
+    return block
+
+
+BUILDERS = {
+    "gru_tagger": build_gru_tagger,
+    "gru_tagger_fixed": build_gru_tagger_fixed,
+    "mlp_dropout": build_mlp_dropout,
+    "attention": build_attention,
+}
+
+
+def sample_inputs(name: str, seed: int = 1) -> list[np.ndarray]:
+    """Inputs for fixture `name` in the order of its exported inputs (data, or data0, data1):
+    two sentences of 7 steps, the second of length 4 where the model takes lengths."""
+    rng = np.random.default_rng(seed)
+    if name in ("gru_tagger", "gru_tagger_fixed"):
+        ids = rng.integers(0, VOCAB, size=(2, 7)).astype(np.float32)
+        return [ids, np.array([7, 4], np.float32)] if name == "gru_tagger" else [ids]
+    if name == "mlp_dropout":
+        return [rng.standard_normal((3, MLP_IN)).astype(np.float32)]
+    if name == "attention":
+        return [rng.standard_normal((2, 5, ATT_DIM)).astype(np.float32)]
+    raise KeyError(name)
+
+
+def export_fixture(name: str, out_dir: str | os.PathLike) -> Path:
+    """Builds fixture `name` (a BUILDERS key), hybridizes it, runs it once (export needs the
+    traced graph) and writes OUT_DIR/name-symbol.json + name-0000.params; returns the prefix."""
+    import mxnet as mx
+
+    block = BUILDERS[name]()
+    block.hybridize()
+    block(*[mx.nd.array(a, dtype=a.dtype) for a in sample_inputs(name)])
+    prefix = Path(out_dir) / name
+    block.export(str(prefix), epoch=0)
+    return prefix
+
+
+def export_fixtures(out_dir: str | os.PathLike = DEFAULT_OUT_DIR) -> list[Path]:
+    """Exports every fixture into out_dir; returns the prefixes written."""
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    return [export_fixture(name, out_dir) for name in BUILDERS]
+
+
+def describe(prefix: str | os.PathLike) -> str:
+    """The op types (with counts), inputs and parameters (names, shapes) of an exported model."""
+    import mxnet as mx
+
+    with open(f"{prefix}-symbol.json") as f:
+        graph = json.load(f)
+    params = mx.nd.load(f"{prefix}-0000.params")
+    ops = Counter(node["op"] for node in graph["nodes"] if node["op"] != "null")
+    names = {name.split(":", 1)[1] for name in params}
+    inputs = [
+        graph["nodes"][i]["name"]
+        for i in graph["arg_nodes"]
+        if graph["nodes"][i]["name"] not in names
+    ]
+    lines = [f"{prefix}: inputs {inputs}"]
+    lines.append("  ops: " + ", ".join(f"{op} x{n}" for op, n in sorted(ops.items())))
+    lines += [f"  {name} {tuple(value.shape)}" for name, value in params.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    for prefix in export_fixtures(args[0] if args else DEFAULT_OUT_DIR):
+        print(describe(prefix))
+
+
+if __name__ == "__main__":
+    main()

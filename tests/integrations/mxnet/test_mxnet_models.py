@@ -1,0 +1,402 @@
+"""MXNet models end to end: the committed gluon exports load without mxnet, fuse and run; with
+equal lengths they equal MXNet's own output (the oracle; mxnet-marked tests run in the MXNet
+venv), and with unequal lengths MXNet run one sentence at a time and ONNX Runtime's GRU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+import fusebridge as fb
+from fusebridge.kernels import reference
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "mxnet"
+NAMES = ["gru_tagger", "gru_tagger_fixed", "mlp_dropout", "attention"]
+
+
+def _path(name: str) -> Path:
+    return FIXTURES / f"{name}-symbol.json"
+
+
+def _inputs(name: str, seed: int = 1, batch: int = 3, steps: int = 9) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    if name.startswith("gru_tagger"):
+        ids = rng.integers(0, 200, size=(batch, steps)).astype(np.float32)
+        lengths = np.array([steps, *rng.integers(1, steps + 1, batch - 1)], np.float32)
+        return [ids, lengths] if name == "gru_tagger" else [ids]
+    if name == "mlp_dropout":
+        return [rng.standard_normal((batch, 20)).astype(np.float32)]
+    return [rng.standard_normal((batch, steps, 16)).astype(np.float32)]
+
+
+def _run(model, inputs: list[np.ndarray], backend: str = "kernels") -> list[np.ndarray]:
+    session = fb.Session(model, backend=backend)
+    out = session.run(dict(zip(session.input_names, inputs)))
+    return [out[name] for name in session.output_names]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fixture_loads_without_mxnet_and_fuses(name):
+    model = fb.load(_path(name))
+    optimized, report = fb.optimize(model)
+    ops = [n.op_type for n in optimized.graph]
+    if name.startswith("gru_tagger"):
+        assert ops.count("FusionGRU") == 2  # one per layer, both directions in one
+        assert "Dropout" not in ops  # the inference dropout is gone
+    if name == "mlp_dropout":
+        assert report.fired("inference_dropout") == 1
+    inputs = _inputs(name)
+    for ours, theirs in zip(_run(optimized, inputs), _run(model, inputs, "reference")):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_unsupported_ops_are_listed_at_once(tmp_path):
+    text = _path("mlp_dropout").read_text()
+    text = text.replace('"op": "LeakyReLU"', '"op": "Pooling"').replace(
+        '"op": "Activation"', '"op": "BatchNorm"'
+    )
+    (tmp_path / "bad-symbol.json").write_text(text)
+    with pytest.raises(fb.UnsupportedOpError, match="2 unsupported op type"):
+        fb.load(tmp_path / "bad-symbol.json", params=FIXTURES / "mlp_dropout-0000.params")
+
+
+def test_unequal_lengths_match_onnxruntime_gru():
+    """The tagger's 2-layer bidirectional GRU, rebuilt as ONNX GRUs with sequence_lens from our
+    canonical weights, run by ONNX Runtime: the oracle for unequal lengths."""
+    model = fb.load(_path("gru_tagger"))
+    grus = [n for n in model.graph if n.op_type == "FusionGRU"]
+    ids, lengths = _inputs("gru_tagger", seed=4, batch=4)
+    emb = next(v for v in model.graph.initializers.values() if v.name.endswith("embedding0_weight"))
+    x = emb.const_value.numpy()[ids.astype(np.int64)].transpose(1, 0, 2)  # [T, N, E]
+    for node in grus:
+        wx, wh, b, bh = (node.inputs[i].const_value.numpy() for i in (2, 3, 4, 5))
+        x = _onnx_gru(x, wx, wh, b, bh, lengths.astype(np.int32))
+    ours = fb.Session(model).run(dict(zip(["data0", "data1"], (ids, lengths))))
+    hidden = _hidden_before_dense(model, ids, lengths)
+    np.testing.assert_allclose(hidden, x, rtol=1e-5, atol=1e-5)
+    assert ours  # the whole model runs at these lengths too
+
+
+def _onnx_gru(x, wx, wh, b, bh, lens) -> np.ndarray:
+    d, oc = wh.shape[0], wh.shape[1]
+    W = onnx.numpy_helper.from_array(wx.transpose(0, 2, 1).copy(), "W")
+    R = onnx.numpy_helper.from_array(wh.transpose(0, 2, 1).copy(), "R")
+    B = onnx.numpy_helper.from_array(np.concatenate([b, bh], axis=1), "B")
+    node = onnx.helper.make_node(
+        "GRU",
+        ["X", "W", "R", "B", "L"],
+        ["Y"],
+        hidden_size=oc,
+        linear_before_reset=1,
+        direction="bidirectional" if d == 2 else "forward",
+    )
+    graph = onnx.helper.make_graph(
+        [node],
+        "g",
+        [
+            onnx.helper.make_tensor_value_info("X", onnx.TensorProto.FLOAT, None),
+            onnx.helper.make_tensor_value_info("L", onnx.TensorProto.INT32, None),
+        ],
+        [onnx.helper.make_tensor_value_info("Y", onnx.TensorProto.FLOAT, None)],
+        [W, R, B],
+    )
+    proto = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    proto.ir_version = 8
+    (y,) = ort.InferenceSession(proto.SerializeToString()).run(None, {"X": x, "L": lens})
+    t, _, n, _ = y.shape
+    return y.transpose(0, 2, 1, 3).reshape(t, n, d * oc)
+
+
+def _hidden_before_dense(model, ids, lengths) -> np.ndarray:
+    """The last FusionGRU's output, made a graph output of a copy of the model."""
+    import onnx_ir as ir
+    from onnx_ir.passes.common import RemoveUnusedNodesPass
+
+    copy = ir.from_proto(ir.to_proto(model))
+    last = [n for n in copy.graph if n.op_type == "FusionGRU"][-1]
+    copy.graph.outputs[:] = [last.outputs[0]]
+    RemoveUnusedNodesPass()(copy)
+    return fb.Session(copy).run({"data0": ids, "data1": lengths})[last.outputs[0].name]
+
+
+# -- against MXNet itself (the MXNet venv) -----------------------------------------------------
+@pytest.mark.mxnet
+@pytest.mark.parametrize("name", NAMES)
+def test_equal_lengths_match_mxnet(name):
+    pytest.importorskip("mxnet")
+    from fusebridge.integrations.mxnet.mxnet_runtime import input_names, run_mxnet
+
+    prefix = FIXTURES / name
+    inputs = _inputs(name)
+    if name == "gru_tagger":
+        inputs[1][:] = inputs[0].shape[1]  # every sentence full: MXNet's oneDNN GRU is right
+    theirs = run_mxnet(prefix, dict(zip(input_names(prefix), inputs)))
+    optimized, _ = fb.optimize(fb.load(_path(name)))
+    ours = _run(optimized, inputs)
+    assert len(ours) == len(theirs)
+    for o, t in zip(ours, theirs):
+        np.testing.assert_allclose(o, t, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.mxnet
+def test_unequal_lengths_match_mxnet_sentence_by_sentence():
+    pytest.importorskip("mxnet")
+    from fusebridge.integrations.mxnet.mxnet_runtime import run_mxnet_per_sentence
+
+    ids, lengths = _inputs("gru_tagger", seed=7, batch=5)
+    per_sentence = run_mxnet_per_sentence(FIXTURES / "gru_tagger", ids, lengths)
+    ours = _run(fb.optimize(fb.load(_path("gru_tagger")))[0], [ids, lengths])[0]
+    for n, theirs in enumerate(per_sentence):
+        steps = int(lengths[n])
+        np.testing.assert_allclose(ours[n, :steps], theirs[:steps], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.mxnet
+@pytest.mark.parametrize(
+    ("build", "shape"),
+    [
+        pytest.param(
+            lambda mx, x: mx.sym.Reshape(x, shape=(0, -1)),
+            (2, 3, 4),
+            id="mx.sym.Reshape(x, shape=(0, -1))",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.Reshape(x, shape=(-2, 1)),
+            (2, 3, 4),
+            id="mx.sym.Reshape(x, shape=(-2, 1))",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.Reshape(x, shape=(-3, 0)),
+            (2, 3, 4),
+            id="mx.sym.Reshape(x, shape=(-3, 0))",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.Reshape(x, shape=(-4, 1, -1, 0, 0)),
+            (2, 3, 4),
+            id="mx.sym.Reshape(x, shape=(-4, 1, -1, 0, 0))",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.Reshape(x, shape=(0, -4, -1, 2, 0)),
+            (3, 4, 5),
+            id="mx.sym.Reshape(x, shape=(0, -4, -1, 2, 0))",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.SwapAxis(x, dim1=0, dim2=2),
+            (2, 3, 4, 5),
+            id="mx.sym.SwapAxis(x, dim1=0, dim2=2)",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.SwapAxis(x, dim1=1, dim2=0),
+            (2, 3),
+            id="mx.sym.SwapAxis(x, dim1=1, dim2=0)",
+        ),
+        pytest.param(lambda mx, x: mx.sym.transpose(x), (2, 3, 4), id="mx.sym.transpose(x)"),
+        pytest.param(
+            lambda mx, x: mx.sym.transpose(x, axes=(1, 0, 2)),
+            (2, 3, 4),
+            id="mx.sym.transpose(x, axes=(1, 0, 2))",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.expand_dims(x, axis=-1),
+            (2, 3),
+            id="mx.sym.expand_dims(x, axis=-1)",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.slice_axis(x, axis=1, begin=1, end=None),
+            (2, 3, 4),
+            id="mx.sym.slice_axis(x, axis=1, begin=1, end=None)",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.slice_axis(x, axis=-1, begin=0, end=2),
+            (2, 3, 4),
+            id="mx.sym.slice_axis(x, axis=-1, begin=0, end=2)",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.batch_dot(x, x, transpose_b=True),
+            (2, 3, 4),
+            id="mx.sym.batch_dot(x, x, transpose_b=True)",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.batch_dot(x, x, transpose_a=True),
+            (2, 3, 4),
+            id="mx.sym.batch_dot(x, x, transpose_a=True)",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.dot(x, mx.sym.transpose(x)),
+            (3, 4),
+            id="mx.sym.dot(x, mx.sym.transpose(x))",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.softmax(x, axis=1), (2, 3, 4), id="mx.sym.softmax(x, axis=1)"
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.softmax(x, temperature=2.0),
+            (2, 3),
+            id="mx.sym.softmax(x, temperature=2.0)",
+        ),
+        pytest.param(lambda mx, x: mx.sym.log_softmax(x), (2, 3), id="mx.sym.log_softmax(x)"),
+        pytest.param(
+            lambda mx, x: mx.sym.LeakyReLU(x, act_type="leaky", slope=0.1),
+            (2, 3),
+            id="mx.sym.LeakyReLU(x, act_type='leaky', slope=0.1)",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.LeakyReLU(x, act_type="elu", slope=0.3),
+            (2, 3),
+            id="mx.sym.LeakyReLU(x, act_type='elu', slope=0.3)",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.LeakyReLU(x, act_type="selu"),
+            (2, 3),
+            id="mx.sym.LeakyReLU(x, act_type='selu')",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.LeakyReLU(x, act_type="gelu"),
+            (2, 3),
+            id="mx.sym.LeakyReLU(x, act_type='gelu')",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.Activation(x, act_type="softrelu"),
+            (2, 3),
+            id="mx.sym.Activation(x, act_type='softrelu')",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.Activation(x, act_type="softsign"),
+            (2, 3),
+            id="mx.sym.Activation(x, act_type='softsign')",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.broadcast_maximum(x, mx.sym.ones((1, 3))),
+            (2, 3),
+            id="mx.sym.broadcast_maximum(x, mx.sym.ones((1, 3)))",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.elemwise_sub(x, x * 2), (2, 3), id="mx.sym.elemwise_sub(x, x * 2)"
+        ),
+        pytest.param(lambda mx, x: x / 3.0 - 1.5, (2, 3), id="x / 3.0 - 1.5"),
+        pytest.param(
+            lambda mx, x: 2.0 / (x * x + 1) + (1 - x), (2, 3), id="2.0 / (x * x + 1) + (1 - x)"
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.Concat(x, x * 2, dim=2),
+            (2, 3, 4),
+            id="mx.sym.Concat(x, x * 2, dim=2)",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.SequenceMask(
+                x, mx.sym.var("len"), use_sequence_length=True, value=-1
+            ),
+            (4, 3, 2),
+            id="mx.sym.SequenceMask(x, mx.sym.var('len'), use_sequence_length=True, value=-1)",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.SequenceMask(
+                x, mx.sym.var("len"), use_sequence_length=True, axis=1
+            ),
+            (3, 4, 2),
+            id="mx.sym.SequenceMask(x, mx.sym.var('len'), use_sequence_length=True, axis=1)",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.SequenceLast(x, mx.sym.var("len"), use_sequence_length=True),
+            (4, 3, 2),
+            id="mx.sym.SequenceLast(x, mx.sym.var('len'), use_sequence_length=True)",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.SequenceLast(
+                x, mx.sym.var("len"), use_sequence_length=True, axis=1
+            ),
+            (3, 4, 2),
+            id="mx.sym.SequenceLast(x, mx.sym.var('len'), use_sequence_length=True, axis=1)",
+        ),
+        pytest.param(lambda mx, x: mx.sym.SequenceLast(x), (4, 3, 2), id="mx.sym.SequenceLast(x)"),
+        pytest.param(
+            lambda mx, x: mx.sym.FullyConnected(x, num_hidden=5, name="fc"),
+            (2, 3, 4),
+            id="mx.sym.FullyConnected(x, num_hidden=5, name='fc')",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.FullyConnected(
+                x, num_hidden=5, flatten=False, no_bias=True, name="fc"
+            ),
+            (2, 3, 4),
+            id="mx.sym.FullyConnected(x, num_hidden=5, flatten=False, no_bias=True, name='fc')",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.Embedding(x, input_dim=10, output_dim=3, name="emb"),
+            (2, 3),
+            id="mx.sym.Embedding(x, input_dim=10, output_dim=3, name='emb')",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.Dropout(x, p=0.4, axes=(1,)),
+            (2, 3),
+            id="mx.sym.Dropout(x, p=0.4, axes=(1,))",
+        ),
+        pytest.param(
+            lambda mx, x: mx.sym.SoftmaxOutput(x, name="out"),
+            (2, 3, 4),
+            id="mx.sym.SoftmaxOutput(x, name='out')",
+        ),
+    ],
+)
+def test_op_matches_mxnet(request, tmp_path, build, shape):
+    """One op at a time: saved by MXNet's own symbol API, read by fusebridge, run, compared."""
+    mx = pytest.importorskip("mxnet")
+    sym = build(mx, mx.sym.var("x"))
+    text = request.node.callspec.id
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
+    if "Embedding" in text:
+        feeds["x"] = rng.integers(0, 10, shape).astype(np.float32)
+    if "len" in sym.list_inputs():
+        axis = 1 if "axis=1" in text else 0
+        feeds["len"] = np.array([1, 3, 4][: shape[1 - axis]], np.float32)
+    arg_shapes, _, _ = sym.infer_shape(**{k: v.shape for k, v in feeds.items()})
+    params = {
+        name: mx.nd.array(rng.standard_normal(s).astype(np.float32))
+        for name, s in zip(sym.list_arguments(), arg_shapes)
+        if name not in feeds and not name.endswith("label")
+    }
+    feeds_mx = dict(feeds)
+    for name, s in zip(sym.list_arguments(), arg_shapes):
+        if name.endswith("label"):  # SoftmaxOutput's, unused at inference
+            feeds_mx[name] = np.zeros(s, np.float32)
+    exe = sym.bind(
+        mx.cpu(), {**{k: mx.nd.array(v) for k, v in feeds_mx.items()}, **params}, grad_req="null"
+    )
+    theirs = exe.forward(is_train=False)[0].asnumpy()
+    sym.save(str(tmp_path / "op-symbol.json"))
+    mx.nd.save(str(tmp_path / "op-0000.params"), {f"arg:{k}": v for k, v in params.items()})
+    model = fb.load(tmp_path / "op-symbol.json")
+    session = fb.Session(model)
+    ours = session.run({k: v for k, v in feeds_mx.items() if k in session.input_names})
+    np.testing.assert_allclose(ours[session.output_names[0]], theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_reference_gru_equals_kernels_on_padded_layout():
+    """The oracle used above is independent of the kernels: a sanity check on one layer."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 2, 3)).astype(np.float32)
+    wx, wh = rng.standard_normal((2, 3, 12)), rng.standard_normal((2, 4, 12))
+    want, _ = reference.gru(
+        x,
+        wx,
+        wh,
+        seq_lens=[5, 2],
+        layout="tnc",
+        direction="bidirectional",
+        linear_before_reset=True,
+    )
+    got = fb.kernels.fusion_gru(
+        x,
+        wx.astype(np.float32),
+        wh.astype(np.float32),
+        seq_lens=np.array([5, 2]),
+        layout="tnc",
+        direction="bidirectional",
+        linear_before_reset=True,
+    )
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
