@@ -13,6 +13,7 @@ from fusebridge.errors import (
 )
 from fusebridge.fuse_passes import OptimizeReport, optimize
 from fusebridge.integrations import load, save_onnx
+from fusebridge.integrations.mxnet.save import save_mxnet
 from fusebridge.lod_tensor import LoDTensor
 from fusebridge.runtime import Session
 
@@ -35,5 +36,6 @@ __all__ = [
     "kernels",
     "load",
     "optimize",
+    "save_mxnet",
     "save_onnx",
 ]

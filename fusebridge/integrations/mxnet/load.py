@@ -16,6 +16,7 @@ import onnx_ir as ir
 from fusebridge import ir as fir
 from fusebridge.errors import ArgumentError, ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.mxnet.params import read_params
+from fusebridge.integrations.mxnet.save import PARAMS_KEY, SYMBOL_KEY
 from fusebridge.integrations.mxnet.symbol import (
     MXNode,
     MXSymbol,
@@ -234,4 +235,9 @@ def load_mxnet(path: str | os.PathLike, params: str | os.PathLike | None = None)
         raise ArgumentError(f"load: no such MXNet symbol file {str(p)!r}")
     params_path = Path(params) if params is not None else find_params(p)
     arrays = read_params(params_path) if params_path is not None else {}
-    return SymbolConverter(read_symbol(p), arrays, os.fspath(p)).convert()
+    model = SymbolConverter(read_symbol(p), arrays, os.fspath(p)).convert()
+    # The MXNet graph itself, for save_mxnet (which writes it back with our ops in it).
+    model.metadata_props[SYMBOL_KEY] = p.read_text()
+    if params_path is not None:
+        model.metadata_props[PARAMS_KEY] = os.fspath(params_path.resolve())
+    return model

@@ -252,11 +252,10 @@ def _dropout(cx, node: MXNode) -> None:
     mode = cx.attr("mode", "str", "training")
     if mode not in ("training", "always"):
         raise UnsupportedOpError(f"{cx.where()}: mode {mode!r}, expected training or always")
-    attrs = {
-        "p": cx.attr("p", "float", 0.5),
-        "axes": list(cx.attr("axes", "ints", ())),
-        "is_test": int(mode == "training"),
-    }
+    attrs = {"p": cx.attr("p", "float", 0.5), "is_test": int(mode == "training")}
+    axes = cx.attr("axes", "ints", ())
+    if axes:
+        attrs["axes"] = list(axes)
     cx.define(cx.add("Dropout", [cx.input(0)], attrs, domain=fir.DOMAIN))
 
 

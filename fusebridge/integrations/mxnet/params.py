@@ -223,3 +223,22 @@ def read_params_with_kind(path: str | os.PathLike) -> dict[str, tuple[str, np.nd
 def read_params(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """The arrays of an MXNet `.params` file by bare name (`arg:` / `aux:` stripped)."""
     return {name: array for name, (_, array) in read_params_with_kind(path).items()}
+
+
+def write_params(path: str | os.PathLike, arrays: dict[str, tuple[str, np.ndarray]]) -> None:
+    """Writes `arrays` (bare name -> (kind "arg"/"aux"/"", array)) as an MXNet `.params` file
+    in the V2 dense layout that MXNet 1.9 itself writes (NDArray::Save), on the CPU."""
+    flags = {dtype: flag for flag, dtype in DTYPES.items()}
+    out = [_U64.pack(LIST_MAGIC), _U64.pack(0), _U64.pack(len(arrays))]
+    for name, (_, array) in arrays.items():
+        array = np.ascontiguousarray(array)
+        if array.dtype not in flags:
+            raise ModelFormatError(f"{path}: array {name!r} has dtype {array.dtype}, not MXNet's")
+        out += [_U32.pack(V2_MAGIC), _I32.pack(0), _I32.pack(array.ndim)]
+        out += [struct.pack("<q", d) for d in array.shape]
+        out += [_I32.pack(1), _I32.pack(0), _I32.pack(flags[array.dtype]), array.tobytes()]
+    out.append(_U64.pack(len(arrays)))
+    for name, (kind, _) in arrays.items():
+        full = f"{kind}:{name}".encode() if kind else name.encode()
+        out += [_U64.pack(len(full)), full]
+    Path(path).write_bytes(b"".join(out))

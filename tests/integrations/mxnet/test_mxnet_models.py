@@ -400,3 +400,48 @@ def test_reference_gru_equals_kernels_on_padded_layout():
         linear_before_reset=True,
     )
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+# -- back into MXNet: save_mxnet + the native ops ---------------------------------------------
+def test_save_mxnet_writes_readable_files(tmp_path):
+    model = fb.load(_path("gru_tagger"))
+    symbol_path, params_path = fb.save_mxnet(model, tmp_path / "fused")
+    text = symbol_path.read_text()
+    assert "fusebridge_fusion_gru" in text and '"RNN"' not in text
+    assert "fusebridge_dropout" in text
+    from fusebridge.integrations.mxnet.params import read_params
+
+    saved = read_params(params_path)
+    for layer in (0, 1):  # the canonical weights of each layer, as the model has them
+        want = model.graph.initializers[f"gru_tagger_gru0_rnn0/l{layer}/wh"].const_value.numpy()
+        np.testing.assert_array_equal(saved[f"gru_tagger_gru0_rnn0_l{layer}_wh"], want)
+    assert not any("_i2h_" in name for name in saved)  # MXNet's per-gate weights are gone
+    with pytest.raises(fb.ArgumentError, match="not loaded from an MXNet symbol file"):
+        fb.save_mxnet(fb.load(FIXTURES.parents[0] / "onnx" / "torch_gru.onnx"), tmp_path / "x")
+
+
+@pytest.mark.mxnet
+@pytest.mark.parametrize("name", ["gru_tagger", "gru_tagger_fixed", "mlp_dropout"])
+def test_saved_model_runs_in_mxnet_with_our_ops(tmp_path, name):
+    """The fused symbol in MXNet (our ops registered) equals fusebridge's Session, and for the
+    tagger with unequal lengths also MXNet's original model run one sentence at a time."""
+    mx = pytest.importorskip("mxnet")
+    from fusebridge.integrations.mxnet.mxnet_runtime import input_names, run_mxnet_per_sentence
+    from fusebridge.integrations.mxnet.register import register
+
+    register()
+    model = fb.load(_path(name))
+    symbol_path, params_path = fb.save_mxnet(model, tmp_path / name)
+    inputs = _inputs(name, seed=5)
+    feeds = dict(zip(input_names(FIXTURES / name), inputs))
+    sym = mx.sym.load(str(symbol_path))
+    args = {k.split(":", 1)[1]: v for k, v in mx.nd.load(str(params_path)).items()}
+    args.update({k: mx.nd.array(v) for k, v in feeds.items()})
+    theirs = sym.bind(mx.cpu(), args, grad_req="null").forward(is_train=False)[0].asnumpy()
+    ours = _run(model, inputs)[0]
+    np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-6)
+    if name == "gru_tagger":
+        ids, lengths = inputs
+        for n, alone in enumerate(run_mxnet_per_sentence(FIXTURES / name, ids, lengths)):
+            steps = int(lengths[n])
+            np.testing.assert_allclose(theirs[n, :steps], alone[:steps], rtol=1e-5, atol=1e-5)

@@ -1,0 +1,650 @@
+// fusebridge's kernels as native MXNet 1.9 operators, through the custom-library interface of
+// lib_api.h (MX_LIBRARY_VERSION 11). register.py compiles this file together with the wheel's
+// src/lib_api.cc and the kernel sources of fusebridge/kernels/csrc into one shared library that
+// mx.library.load() registers.
+//
+//   fusebridge_dropout(x; p, seed, offset, axes, mode, is_test) -> (y, mask)
+//     x float32 of any shape; mask uint8 [ceil(mask elements / 8)], bit i of the mask shape
+//     (x's shape with 1 on `axes`) in byte i / 8, LSB first: the bits of
+//     fusebridge.kernels.dropout for the same seed and offset (shared/reference/rng.md).
+//     Backward (MXNet's _backward_fusebridge_dropout): dx = dy * keep * scale from the mask.
+//   fusebridge_fusion_gru(x, seq_lens, wx, wh, bias, bias_h[, h0]; direction, layout,
+//                         linear_before_reset, origin_mode, activation, gate_activation,
+//                         has_h0) -> y
+//     fusebridge.kernels.fusion_gru over right-padded input, forward only. Weights are
+//     canonical (gate order update, reset, candidate): wx [D, IC, 3*OC], wh [D, OC, 3*OC],
+//     bias and bias_h [D, 3*OC]; h0 [D, N, OC]. x [T, N, IC] (tnc) or [N, T, IC] (ntc),
+//     y with D*OC columns in x's layout, zero at padding.
+//
+// MXNet passes every attribute as a string. Nothing here may throw across the C interface:
+// each entry point catches, records the message with MX_ERROR_MSG and returns MX_FAIL, which
+// MXNet raises as MXNetError.
+//
+// What lib_api v11 in MXNet 1.9.1 does not give an op: its OpReqType (so a gradient under
+// grad_req='add' is overwritten, not accumulated), whether autograd is training (hence the
+// is_test attribute), and any input of unknown shape (its bridge fails before calling us).
+#include <omp.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dropout.hpp"
+#include "gru.hpp"
+#include "mxnet/lib_api.h"
+#include "runtime.hpp"
+
+namespace fb = fusebridge;
+using mxnet::ext::MX_FAIL;
+using mxnet::ext::MX_SUCCESS;
+using mxnet::ext::MXReturnValue;
+using mxnet::ext::MXTensor;
+using mxnet::ext::OpResource;
+
+namespace {
+
+using Attrs = std::unordered_map<std::string, std::string>;
+using Shapes = std::vector<std::vector<unsigned int>>;
+using Dims = std::vector<int64_t>;
+
+constexpr const char* kDropout = "fusebridge_dropout";
+constexpr const char* kGru = "fusebridge_fusion_gru";
+// Same as fusebridge.kernels.dropout: outputs this large use non-temporal stores. It changes
+// how y is written, never what.
+constexpr int64_t kStreamMinBytes = int64_t(8) << 20;
+
+fb::Isa g_isa = fb::Isa::scalar;  // set once by initialize()
+
+// A bad attribute, shape, type or value; the message does not repeat the op name.
+struct OpError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// lib_api v11 keeps every message since the library was loaded, and MXNet prints them all with
+// each error, so every error would also show all earlier ones. MXerrorMsgs has no way to drop
+// them; its private list is reached through explicit template instantiation, where C++ does
+// not check access.
+using MessageList = std::vector<std::stringstream*>;
+MessageList mxnet::ext::MXerrorMsgs::*message_list();
+template <MessageList mxnet::ext::MXerrorMsgs::*M>
+struct MessageListAccess {
+    friend MessageList mxnet::ext::MXerrorMsgs::*message_list() { return M; }
+};
+template struct MessageListAccess<&mxnet::ext::MXerrorMsgs::messages>;
+
+void clear_messages() {
+    MessageList& list = mxnet::ext::MXerrorMsgs::get()->*message_list();
+    for (std::stringstream* m : list) delete m;
+    list.clear();
+}
+
+template <class F>
+MXReturnValue guarded(const char* op, F&& body) {
+    try {
+        body();
+        return MX_SUCCESS;
+    } catch (const std::exception& e) {
+        clear_messages();
+        MX_ERROR_MSG << op << ": " << e.what();
+    } catch (...) {
+        clear_messages();
+        MX_ERROR_MSG << op << ": unknown C++ exception";
+    }
+    return MX_FAIL;
+}
+
+template <class T>
+std::string str(const std::vector<T>& v) {
+    std::ostringstream s;
+    s << "[";
+    for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
+    s << "]";
+    return s.str();
+}
+
+// ---------------------------------------------------------------- attributes
+
+// Keys MXNet itself adds start with "__" (__profiler_scope__, __lr_mult__, ...); any other key
+// the op does not know is most likely a misspelt attribute, so it is an error.
+void check_known(const Attrs& attrs, std::initializer_list<const char*> known) {
+    for (const auto& kv : attrs) {
+        if (kv.first.rfind("__", 0) == 0) continue;
+        bool ok = false;
+        for (const char* k : known) ok = ok || kv.first == k;
+        if (!ok) {
+            std::string names;
+            for (const char* k : known) names += std::string(names.empty() ? "" : ", ") + k;
+            throw OpError("unknown attr '" + kv.first + "' (known: " + names + ")");
+        }
+    }
+}
+
+const std::string* find(const Attrs& attrs, const char* key) {
+    auto it = attrs.find(key);
+    return it == attrs.end() ? nullptr : &it->second;
+}
+
+std::string trimmed(const std::string& s) {
+    const size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
+    return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
+}
+
+bool parse_bool(const Attrs& attrs, const char* key, bool def) {
+    const std::string* v = find(attrs, key);
+    if (!v) return def;
+    const std::string s = trimmed(*v);
+    if (s == "True" || s == "true" || s == "1") return true;
+    if (s == "False" || s == "false" || s == "0") return false;
+    throw OpError(std::string("attr '") + key + "' must be True or False, got '" + *v + "'");
+}
+
+std::string parse_choice(const Attrs& attrs, const char* key, const char* def,
+                         std::initializer_list<const char*> choices) {
+    const std::string* v = find(attrs, key);
+    const std::string s = v ? trimmed(*v) : std::string(def);
+    std::string names;
+    for (const char* c : choices) {
+        if (s == c) return s;
+        names += std::string(names.empty() ? "" : ", ") + c;
+    }
+    throw OpError(std::string("attr '") + key + "' must be one of " + names + ", got '" + s +
+                  "'");
+}
+
+// A 64-bit pattern from a decimal integer in [-2^63, 2^64); negative values are their two's
+// complement (rng.md), so seed -1 is 0xFFFFFFFFFFFFFFFF.
+uint64_t parse_u64(const Attrs& attrs, const char* key, const uint64_t* def) {
+    const std::string* v = find(attrs, key);
+    if (!v) {
+        if (def) return *def;
+        throw OpError(std::string("attr '") + key + "' is required (an integer in [-2^63, 2^64))");
+    }
+    const std::string s = trimmed(*v);
+    auto bad = [&] {
+        return OpError(std::string("attr '") + key +
+                       "' must be an integer in [-2^63, 2^64), got '" + *v + "'");
+    };
+    size_t i = 0;
+    const bool neg = !s.empty() && s[0] == '-';
+    if (!s.empty() && (s[0] == '-' || s[0] == '+')) i = 1;
+    if (i == s.size()) throw bad();
+    unsigned __int128 mag = 0;
+    for (; i < s.size(); ++i) {
+        if (s[i] < '0' || s[i] > '9') throw bad();
+        mag = mag * 10 + unsigned(s[i] - '0');
+        if (mag > (unsigned __int128)(UINT64_MAX)) throw bad();
+    }
+    if (neg) {
+        if (mag > (unsigned __int128)(1) << 63) throw bad();
+        return uint64_t(0) - uint64_t(mag);
+    }
+    return uint64_t(mag);
+}
+
+float parse_p(const Attrs& attrs, const char* key, float def) {
+    const std::string* v = find(attrs, key);
+    if (!v) return def;
+    const std::string s = trimmed(*v);
+    char* end = nullptr;
+    errno = 0;
+    const double d = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE)
+        throw OpError(std::string("attr '") + key + "' must be a number, got '" + *v + "'");
+    // float32 as the bit contract compares in (same rounding as fusebridge's as_probability).
+    const float p = float(d);
+    if (std::isnan(p) || p < 0.0f || p > 1.0f)
+        throw OpError(std::string("attr '") + key + "' must lie in [0, 1], got '" + *v + "'");
+    return p;
+}
+
+// MXNet writes tuples as "(1, 2)", "(1,)" or "[1, 2]"; a bare "1" is one axis.
+Dims parse_int_tuple(const Attrs& attrs, const char* key) {
+    const std::string* v = find(attrs, key);
+    Dims out;
+    if (!v) return out;
+    std::string s = trimmed(*v);
+    auto bad = [&] {
+        return OpError(std::string("attr '") + key + "' must be a tuple of integers, got '" +
+                       *v + "'");
+    };
+    if (!s.empty() && (s.front() == '(' || s.front() == '[')) {
+        const char close = s.front() == '(' ? ')' : ']';
+        if (s.size() < 2 || s.back() != close) throw bad();
+        s = s.substr(1, s.size() - 2);
+    }
+    std::stringstream items(s);
+    std::string item;
+    std::vector<std::string> parts;
+    while (std::getline(items, item, ',')) parts.push_back(trimmed(item));
+    // A trailing comma ("(1,)") leaves one empty last part; any other empty part is an error.
+    if (!parts.empty() && parts.back().empty() && parts.size() > 1) parts.pop_back();
+    if (parts.size() == 1 && parts[0].empty()) parts.clear();
+    for (const std::string& p : parts) {
+        char* end = nullptr;
+        errno = 0;
+        const long long n = std::strtoll(p.c_str(), &end, 10);
+        if (p.empty() || end != p.c_str() + p.size() || errno == ERANGE) throw bad();
+        out.push_back(int64_t(n));
+    }
+    return out;
+}
+
+// ---------------------------------------------------------------- shapes and types
+
+// MXNet 1.9's lib_api bridge cannot pass an input of unknown rank at all (it fails with
+// std::bad_alloc before calling us) and passes an unknown dimension as 2^32 - 1 (or 0 in
+// legacy files). Our ops need every input's shape, so a partial one is an error.
+Dims known_dims(const std::vector<unsigned int>& s, const char* input) {
+    for (unsigned d : s)
+        if (d == 0 || d == UINT32_MAX)
+            throw OpError(std::string("input '") + input +
+                          "' has an unknown shape; give every input's shape");
+    return Dims(s.begin(), s.end());
+}
+
+std::vector<unsigned int> to_shape(const Dims& d) {
+    std::vector<unsigned int> s;
+    for (int64_t v : d) {
+        if (v > int64_t(UINT32_MAX)) throw OpError("a dimension exceeds MXNet's 32-bit shapes");
+        s.push_back(unsigned(v));
+    }
+    return s;
+}
+
+const char* dtype_name(int t) {
+    switch (t) {
+        case mxnet::ext::kFloat32: return "float32";
+        case mxnet::ext::kFloat64: return "float64";
+        case mxnet::ext::kFloat16: return "float16";
+        case mxnet::ext::kUint8: return "uint8";
+        case mxnet::ext::kInt32: return "int32";
+        case mxnet::ext::kInt8: return "int8";
+        case mxnet::ext::kInt64: return "int64";
+        case -1: return "unknown";
+        default: return "an unsupported type";
+    }
+}
+
+void require_cpu(const std::vector<MXTensor>& ts) {
+    for (const MXTensor& t : ts)
+        if (t.ctx.dev_type != "cpu")
+            throw OpError("runs on CPU only, got a tensor on " + t.ctx.dev_type);
+}
+
+// ---------------------------------------------------------------- dropout
+
+struct DropoutParams {
+    float p;
+    uint64_t seed, offset;
+    Dims axes;
+    fb::DropoutMode mode;
+    bool is_test;
+};
+
+DropoutParams dropout_params(const Attrs& attrs) {
+    check_known(attrs, {"p", "seed", "offset", "axes", "mode", "is_test"});
+    const uint64_t zero = 0;
+    DropoutParams d;
+    d.p = parse_p(attrs, "p", 0.5f);
+    d.seed = parse_u64(attrs, "seed", nullptr);
+    d.offset = parse_u64(attrs, "offset", &zero);
+    d.axes = parse_int_tuple(attrs, "axes");
+    // Paddle's Python API spells downgrade_in_infer as downscale_in_infer; both are accepted.
+    const std::string mode = parse_choice(attrs, "mode", "upscale_in_train",
+                                          {"upscale_in_train", "downgrade_in_infer",
+                                           "downscale_in_infer"});
+    d.mode = mode == "upscale_in_train" ? fb::DropoutMode::upscale_in_train
+                                        : fb::DropoutMode::downgrade_in_infer;
+    d.is_test = parse_bool(attrs, "is_test", false);
+    return d;
+}
+
+// x's shape with 1 on every (shared) axis in `axes`.
+Dims mask_shape(const Dims& shape, const Dims& axes) {
+    const int64_t nd = int64_t(shape.size());
+    Dims mask = shape;
+    std::vector<bool> seen(size_t(nd), false);
+    for (int64_t a : axes) {
+        if (a < -nd || a >= nd)
+            throw OpError("attr 'axes' " + str(axes) + ": axis " + std::to_string(a) +
+                          " is out of range for x of rank " + std::to_string(nd));
+        const int64_t k = a < 0 ? a + nd : a;
+        if (seen[size_t(k)])
+            throw OpError("attr 'axes' " + str(axes) + " repeats axis " + std::to_string(a));
+        seen[size_t(k)] = true;
+        mask[size_t(k)] = 1;
+    }
+    return mask;
+}
+
+fb::DropoutPrimitive dropout_primitive(const DropoutParams& d, const Dims& shape) {
+    const Dims start(shape.size(), 0);
+    return fb::DropoutPrimitive(fb::DropoutDesc{shape, shape, start, mask_shape(shape, d.axes),
+                                                fb::DType::f32, d.p, d.mode, !d.is_test, g_isa,
+                                                kStreamMinBytes});
+}
+
+int64_t mask_bytes(const Dims& mask) {
+    int64_t n = 1;
+    for (int64_t v : mask) n *= v;
+    return (n + 7) / 8;
+}
+
+MXReturnValue dropout_parse(const Attrs& attrs, int* num_in, int* num_out) {
+    return guarded(kDropout, [&] {
+        dropout_params(attrs);
+        *num_in = 1;
+        *num_out = 2;
+    });
+}
+
+MXReturnValue dropout_type(const Attrs& attrs, std::vector<int>* in, std::vector<int>* out) {
+    return guarded(kDropout, [&] {
+        dropout_params(attrs);
+        int& x = (*in)[0];
+        if (x == -1) x = mxnet::ext::kFloat32;  // the only type it takes
+        if (x != mxnet::ext::kFloat32)
+            throw OpError(std::string("input 'x' must be float32, got ") + dtype_name(x));
+        (*out)[0] = mxnet::ext::kFloat32;
+        (*out)[1] = mxnet::ext::kUint8;
+    });
+}
+
+MXReturnValue dropout_shape(const Attrs& attrs, Shapes* in, Shapes* out) {
+    return guarded(kDropout, [&] {
+        const DropoutParams d = dropout_params(attrs);
+        const Dims x = known_dims((*in)[0], "x");
+        (*out)[0] = (*in)[0];
+        (*out)[1] = to_shape({mask_bytes(mask_shape(x, d.axes))});
+    });
+}
+
+MXReturnValue dropout_forward(const Attrs& attrs, std::vector<MXTensor>* in,
+                              std::vector<MXTensor>* out, const OpResource&) {
+    return guarded(kDropout, [&] {
+        const DropoutParams d = dropout_params(attrs);
+        require_cpu(*in), require_cpu(*out);
+        MXTensor &x = (*in)[0], &y = (*out)[0], &mask = (*out)[1];
+        if (x.dtype != mxnet::ext::kFloat32 || y.dtype != mxnet::ext::kFloat32 ||
+            mask.dtype != mxnet::ext::kUint8)
+            throw OpError("expects x and y float32 and the mask uint8");
+        const fb::DropoutPrimitive prim = dropout_primitive(d, x.shape);
+        if (y.shape != x.shape || mask.size() != prim.mask_bytes())
+            throw OpError("output shapes differ from the inferred ones");
+        // The kernel writes every mask bit but leaves the unused high bits of the last byte;
+        // MXNet's buffer is uninitialised, and rng.md wants them zero.
+        if (prim.mask_bytes() > 0) mask.data<uint8_t>()[prim.mask_bytes() - 1] = 0;
+        prim.forward(x.data_ptr, y.data_ptr, mask.data<uint8_t>(), d.seed, d.offset);
+    });
+}
+
+// MXNet's gradient node gets the output gradients (dy, dmask), the inputs (x) and the outputs
+// (y, mask), and produces dx.
+MXReturnValue dropout_backward(const Attrs& attrs, std::vector<MXTensor>* in,
+                               std::vector<MXTensor>* out, const OpResource&) {
+    return guarded(kDropout, [&] {
+        const DropoutParams d = dropout_params(attrs);
+        require_cpu(*in), require_cpu(*out);
+        if (in->size() != 5 || out->size() != 1)
+            throw OpError("backward expects (dy, dmask, x, y, mask) -> dx, got " +
+                          std::to_string(in->size()) + " inputs");
+        MXTensor &dy = (*in)[0], &mask = (*in)[4], &dx = (*out)[0];
+        if (dy.dtype != mxnet::ext::kFloat32 || dx.dtype != mxnet::ext::kFloat32 ||
+            mask.dtype != mxnet::ext::kUint8)
+            throw OpError("backward expects dy and dx float32 and the mask uint8");
+        const fb::DropoutPrimitive prim = dropout_primitive(d, dy.shape);
+        if (dx.shape != dy.shape || mask.size() != prim.mask_bytes())
+            throw OpError("backward: dy, dx and mask sizes disagree");
+        prim.apply_mask(dy.data_ptr, dx.data_ptr, mask.data<uint8_t>());
+    });
+}
+
+// ---------------------------------------------------------------- fusion GRU
+
+struct GruParams {
+    int directions;
+    bool reverse, ntc, lbr, origin, has_h0;
+    fb::GruAct act, gate;
+};
+
+fb::GruAct activation(const std::string& name) {
+    if (name == "sigmoid") return fb::GruAct::sigmoid;
+    if (name == "tanh") return fb::GruAct::tanh;
+    if (name == "relu") return fb::GruAct::relu;
+    return fb::GruAct::identity;
+}
+
+GruParams gru_params(const Attrs& attrs) {
+    check_known(attrs, {"direction", "layout", "linear_before_reset", "origin_mode", "activation",
+                        "gate_activation", "has_h0"});
+    const std::initializer_list<const char*> acts = {"sigmoid", "tanh", "relu", "identity"};
+    GruParams g;
+    const std::string dir =
+        parse_choice(attrs, "direction", "forward", {"forward", "reverse", "bidirectional"});
+    g.directions = dir == "bidirectional" ? 2 : 1;
+    g.reverse = dir == "reverse";
+    g.ntc = parse_choice(attrs, "layout", "tnc", {"tnc", "ntc"}) == "ntc";
+    g.lbr = parse_bool(attrs, "linear_before_reset", false);
+    g.origin = parse_bool(attrs, "origin_mode", true);
+    g.act = activation(parse_choice(attrs, "activation", "tanh", acts));
+    g.gate = activation(parse_choice(attrs, "gate_activation", "sigmoid", acts));
+    g.has_h0 = parse_bool(attrs, "has_h0", false);
+    return g;
+}
+
+const char* const kGruInputs[] = {"x", "seq_lens", "wx", "wh", "bias", "bias_h", "h0"};
+
+struct GruDims {
+    int64_t t, n, ic, oc, d;
+};
+
+// Checks every input's shape against x's and wh's; returns the sizes.
+GruDims gru_dims(const GruParams& g, const std::vector<Dims>& in) {
+    const Dims &x = in[0], &wh = in[3];
+    if (x.size() != 3)
+        throw OpError(std::string("input 'x' must be 3-D ") +
+                      (g.ntc ? "[N, T, IC]" : "[T, N, IC]") + " (layout " +
+                      (g.ntc ? "ntc" : "tnc") + "), got " + str(x));
+    const int64_t d = g.directions;
+    if (wh.size() != 3 || wh[0] != d || wh[2] != 3 * wh[1])
+        throw OpError("input 'wh' must be [D, OC, 3*OC] with D = " + std::to_string(d) +
+                      " for direction " + (d == 2 ? "bidirectional" : "forward/reverse") +
+                      ", got " + str(wh));
+    const GruDims m{g.ntc ? x[1] : x[0], g.ntc ? x[0] : x[1], x[2], wh[1], d};
+    const int64_t oc = m.oc;
+    const std::vector<Dims> expected = {x,          {m.n},       {d, m.ic, 3 * oc}, wh,
+                                        {d, 3 * oc}, {d, 3 * oc}, {d, m.n, oc}};
+    for (size_t i = 1; i < in.size(); ++i)
+        if (in[i] != expected[i])
+            throw OpError(std::string("input '") + kGruInputs[i] + "' must have shape " +
+                          str(expected[i]) + " for x " + str(x) + " and wh " + str(wh) +
+                          ", got " + str(in[i]));
+    return m;
+}
+
+Dims gru_y_shape(const GruParams& g, const GruDims& m) {
+    return g.ntc ? Dims{m.n, m.t, m.d * m.oc} : Dims{m.t, m.n, m.d * m.oc};
+}
+
+MXReturnValue gru_parse(const Attrs& attrs, int* num_in, int* num_out) {
+    return guarded(kGru, [&] {
+        *num_in = gru_params(attrs).has_h0 ? 7 : 6;
+        *num_out = 1;
+    });
+}
+
+MXReturnValue gru_type(const Attrs& attrs, std::vector<int>* in, std::vector<int>* out) {
+    return guarded(kGru, [&] {
+        gru_params(attrs);
+        for (size_t i = 0; i < in->size(); ++i) {
+            int& t = (*in)[i];
+            if (t == -1) t = mxnet::ext::kFloat32;
+            // seq_lens may come as MXNet's float32 sequence_length or as integers.
+            const bool ok = t == mxnet::ext::kFloat32 ||
+                            (i == 1 && (t == mxnet::ext::kFloat64 || t == mxnet::ext::kInt32 ||
+                                        t == mxnet::ext::kInt64));
+            if (!ok)
+                throw OpError(std::string("input '") + kGruInputs[i] + "' must be float32" +
+                              (i == 1 ? ", float64, int32 or int64" : "") + ", got " +
+                              dtype_name(t));
+        }
+        (*out)[0] = mxnet::ext::kFloat32;
+    });
+}
+
+MXReturnValue gru_shape(const Attrs& attrs, Shapes* in, Shapes* out) {
+    return guarded(kGru, [&] {
+        const GruParams g = gru_params(attrs);
+        std::vector<Dims> dims;
+        for (size_t i = 0; i < in->size(); ++i)
+            dims.push_back(known_dims((*in)[i], kGruInputs[i]));
+        (*out)[0] = to_shape(gru_y_shape(g, gru_dims(g, dims)));
+    });
+}
+
+// Sentence lengths from seq_lens in whatever type it came, each a whole number in [0, T].
+std::vector<int64_t> read_lens(const MXTensor& s, int64_t steps) {
+    const int64_t n = s.size();
+    std::vector<int64_t> lens(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+        double v;
+        switch (s.dtype) {
+            case mxnet::ext::kFloat32: v = static_cast<const float*>(s.data_ptr)[i]; break;
+            case mxnet::ext::kFloat64: v = static_cast<const double*>(s.data_ptr)[i]; break;
+            case mxnet::ext::kInt32: v = static_cast<const int32_t*>(s.data_ptr)[i]; break;
+            case mxnet::ext::kInt64: v = double(static_cast<const int64_t*>(s.data_ptr)[i]); break;
+            default: throw OpError(std::string("input 'seq_lens' has type ") + dtype_name(s.dtype));
+        }
+        if (!(v >= 0 && v <= double(steps)) || v != std::floor(v)) {
+            std::ostringstream msg;
+            msg << "input 'seq_lens' must hold whole numbers in [0, " << steps
+                << "] (the padded length T), got " << v << " at index " << i;
+            throw OpError(msg.str());
+        }
+        lens[size_t(i)] = int64_t(v);
+    }
+    return lens;
+}
+
+// The kernel's packed weights (GRUWeights in fusebridge/kernels/gru_weights.py) from the
+// canonical ones: wx [IC, D*3*OC]; wh in blocks of 16 hidden units [D, OCp/16, OC, 3, 16];
+// bias_x [D, 3, OCp] = bias + the recurrent update/reset bias; bias_hc [D, OCp].
+struct PackedGru {
+    std::vector<float> wx, wh, bx, bhc;
+};
+
+PackedGru pack(const GruDims& m, const float* wx, const float* wh, const float* b,
+               const float* bh) {
+    const int64_t D = m.d, IC = m.ic, OC = m.oc, G3 = 3 * OC;
+    const int64_t B = fb::kGruBlock, OCp = (OC + B - 1) / B * B, blocks = OCp / B;
+    PackedGru p;
+    p.wx.resize(size_t(IC * D * G3));
+    for (int64_t i = 0; i < IC; ++i)
+        for (int64_t d = 0; d < D; ++d)
+            std::memcpy(&p.wx[size_t((i * D + d) * G3)], wx + (d * IC + i) * G3,
+                        size_t(G3) * sizeof(float));
+    p.wh.assign(size_t(D * blocks * OC * 3 * B), 0.0f);
+    for (int64_t d = 0; d < D; ++d)
+        for (int64_t k = 0; k < OC; ++k)
+            for (int64_t gate = 0; gate < 3; ++gate)
+                for (int64_t u = 0; u < OC; ++u)
+                    p.wh[size_t((((d * blocks + u / B) * OC + k) * 3 + gate) * B + u % B)] =
+                        wh[(d * OC + k) * G3 + gate * OC + u];
+    p.bx.assign(size_t(D * 3 * OCp), 0.0f);
+    p.bhc.assign(size_t(D * OCp), 0.0f);
+    for (int64_t d = 0; d < D; ++d)
+        for (int64_t gate = 0; gate < 3; ++gate)
+            for (int64_t u = 0; u < OC; ++u) {
+                const float bxv = b[d * G3 + gate * OC + u], bhv = bh[d * G3 + gate * OC + u];
+                // update and reset add their recurrent bias; the candidate's stays apart,
+                // inside r * (...) with linear_before_reset.
+                p.bx[size_t((d * 3 + gate) * OCp + u)] = gate < 2 ? bxv + bhv : bxv;
+                if (gate == 2) p.bhc[size_t(d * OCp + u)] = bhv;
+            }
+    return p;
+}
+
+MXReturnValue gru_forward(const Attrs& attrs, std::vector<MXTensor>* in,
+                          std::vector<MXTensor>* out, const OpResource&) {
+    return guarded(kGru, [&] {
+        const GruParams g = gru_params(attrs);
+        require_cpu(*in), require_cpu(*out);
+        const size_t nin = g.has_h0 ? 7 : 6;
+        if (in->size() != nin || out->size() != 1)
+            throw OpError("expects " + std::to_string(nin) + " inputs and 1 output");
+        std::vector<Dims> dims;
+        for (const MXTensor& t : *in) dims.push_back(t.shape);
+        const GruDims m = gru_dims(g, dims);
+        for (size_t i = 0; i < nin; ++i)
+            if (i != 1 && (*in)[i].dtype != mxnet::ext::kFloat32)
+                throw OpError(std::string("input '") + kGruInputs[i] + "' must be float32");
+        MXTensor& y = (*out)[0];
+        const Dims y_shape = gru_y_shape(g, m);
+        if (y.dtype != mxnet::ext::kFloat32 || y.shape != y_shape)
+            throw OpError("output 'y' must be float32 " + str(y_shape) + ", got " + str(y.shape));
+
+        const std::vector<int64_t> lens = read_lens((*in)[1], m.t);
+        const PackedGru w = pack(m, (*in)[2].data<float>(), (*in)[3].data<float>(),
+                                 (*in)[4].data<float>(), (*in)[5].data<float>());
+        const fb::GruPrimitive prim(fb::GruDesc{
+            lens, g.ntc ? fb::SeqLayout::ntc : fb::SeqLayout::tnc, m.t, m.ic, m.oc,
+            g.directions, g.reverse, g.lbr, g.origin, g.act, g.gate, g_isa});
+        const fb::GruWeightsView view{w.wx.data(), w.wh.data(), w.bx.data(), w.bhc.data()};
+        prim.forward((*in)[0].data<float>(), view, g.has_h0 ? (*in)[6].data<float>() : nullptr,
+                     y.data<float>(), nullptr);
+    });
+}
+
+}  // namespace
+
+REGISTER_OP(fusebridge_dropout)
+    .setParseAttrs(dropout_parse)
+    .setInferType(dropout_type)
+    .setInferShape(dropout_shape)
+    .setForward(dropout_forward, "cpu")
+    .setBackward(dropout_backward, "cpu");
+
+REGISTER_OP(fusebridge_fusion_gru)
+    .setParseAttrs(gru_parse)
+    .setInferType(gru_type)
+    .setInferShape(gru_shape)
+    .setForward(gru_forward, "cpu");
+
+// Called by mx.library.load: picks the instruction set (FUSEBRIDGE_ISA may lower it, as for
+// fusebridge.kernels) and parks OpenBLAS's own thread pool at one thread, as
+// fusebridge.kernels does: GEMMs run as row slices on the OpenMP threads instead.
+MXReturnValue initialize(int version) {
+    if (version < 10900) {
+        clear_messages();
+        MX_ERROR_MSG << "fusebridge: the op library needs MXNet >= 1.9, got version " << version;
+        return MX_FAIL;
+    }
+    const fb::Isa best = fb::best_isa();
+    g_isa = best;
+    if (const char* want = std::getenv("FUSEBRIDGE_ISA")) {
+        bool found = false;
+        for (fb::Isa isa : {fb::Isa::scalar, fb::Isa::avx2, fb::Isa::avx512}) {
+            if (std::string(want) == fb::isa_name(isa) && int(isa) <= int(best)) {
+                g_isa = isa;
+                found = true;
+            }
+        }
+        if (!found) {
+            clear_messages();
+            MX_ERROR_MSG << "fusebridge: FUSEBRIDGE_ISA='" << want << "' is not an instruction "
+                         << "set this CPU runs (best: " << fb::isa_name(best) << ")";
+            return MX_FAIL;
+        }
+    }
+    fb::set_num_threads(omp_get_max_threads());
+    return MX_SUCCESS;
+}

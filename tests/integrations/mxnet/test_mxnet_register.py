@@ -1,0 +1,316 @@
+"""fusebridge's native MXNet ops (register()): the same bits and values as fusebridge.kernels,
+through nd, autograd and bound symbols, and clear MXNet errors for bad input."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.mxnet
+mx = pytest.importorskip("mxnet")
+
+from fusebridge import kernels  # noqa: E402
+from fusebridge.integrations.mxnet.register import LIBRARY_NAME, register  # noqa: E402
+
+MXNetError = mx.base.MXNetError
+
+
+@pytest.fixture(scope="module", autouse=True)
+def library():
+    return register()
+
+
+def nd(a: np.ndarray) -> "mx.nd.NDArray":
+    return mx.nd.array(a, dtype=a.dtype)
+
+
+def unpack(mask: np.ndarray, shape: tuple) -> np.ndarray:
+    return np.unpackbits(mask, bitorder="little")[: int(np.prod(shape))].reshape(shape)
+
+
+def mask_shape(shape: tuple, axes: tuple) -> tuple:
+    shared = {a % len(shape) for a in axes}
+    return tuple(1 if d in shared else n for d, n in enumerate(shape))
+
+
+# ---------------------------------------------------------------- dropout
+
+
+DROPOUT_CASES = [
+    # shape, p, axes, seed, offset
+    ((7,), 0.5, (), 0, 0),
+    ((3, 5, 7), 0.3, (), 12345, 2**32 + 7),
+    ((3, 5, 7), 0.3, (1,), 12345, 2**40 + 3),
+    ((3, 5, 7), 0.7, (0, 2), 9, 1),
+    ((2, 3, 4, 5), 0.1, (-1,), 2**64 - 1, 2**63 + 5),
+    ((2, 3, 4, 5), 0.9, (), -1, 3),  # seed -1 is the pattern 2^64 - 1
+    ((300, 101), 0.25, (), 77, 2**33),  # several work chunks, OpenMP threads
+    ((300, 101), 0.25, (0,), 77, 2**33),
+    ((4, 6), 0.0, (), 1, 0),
+    ((4, 6), 1.0, (), 1, 0),
+]
+
+
+@pytest.mark.parametrize("shape, p, axes, seed, offset", DROPOUT_CASES)
+def test_dropout_bits_equal_kernels(shape, p, axes, seed, offset):
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    y, mask = mx.nd.fusebridge_dropout(nd(x), p=p, seed=seed, offset=offset, axes=axes)
+    ref_y, ref_mask = kernels.dropout(x, p, seed=seed, offset=offset, axes=axes, return_mask=True)
+    assert mask.dtype == np.uint8
+    assert np.array_equal(mask.asnumpy(), ref_mask)
+    assert np.array_equal(y.asnumpy(), ref_y)
+
+
+@pytest.mark.parametrize("mode", ["upscale_in_train", "downgrade_in_infer"])
+@pytest.mark.parametrize("is_test", [False, True])
+def test_dropout_modes_equal_kernels(mode, is_test):
+    x = np.random.default_rng(1).standard_normal((5, 9)).astype(np.float32)
+    y, mask = mx.nd.fusebridge_dropout(nd(x), p=0.4, seed=5, offset=6, mode=mode, is_test=is_test)
+    ref_y, ref_mask = kernels.dropout(
+        x, 0.4, seed=5, offset=6, mode=mode, training=not is_test, return_mask=True
+    )
+    assert np.array_equal(y.asnumpy(), ref_y)
+    assert np.array_equal(mask.asnumpy(), ref_mask)
+
+
+@pytest.mark.parametrize("axes", [(), (1,), (0, 2)])
+@pytest.mark.parametrize("mode", ["upscale_in_train", "downgrade_in_infer"])
+def test_dropout_backward_through_autograd(axes, mode):
+    rng = np.random.default_rng(2)
+    shape, p = (4, 6, 5), 0.35
+    x = nd(rng.standard_normal(shape).astype(np.float32))
+    dy = rng.standard_normal(shape).astype(np.float32)
+    x.attach_grad()
+    with mx.autograd.record():
+        y, mask = mx.nd.fusebridge_dropout(x, p=p, seed=21, offset=2**35, axes=axes, mode=mode)
+    y.backward(nd(dy))
+    keep = unpack(mask.asnumpy(), mask_shape(shape, axes))
+    scale = np.float32(1 / (1 - np.float32(p))) if mode == "upscale_in_train" else np.float32(1)
+    assert np.array_equal(x.grad.asnumpy(), dy * keep * scale)
+    ref = kernels.dropout_backward(dy, p, mask=mask.asnumpy(), axes=axes, mode=mode)
+    assert np.array_equal(x.grad.asnumpy(), ref)
+
+
+def test_dropout_in_bound_symbol():
+    shape, p, seed, offset = (6, 10), 0.5, 3, 2**34 + 1
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    data = mx.sym.var("x")
+    y, mask = mx.sym.fusebridge_dropout(data, p=p, seed=seed, offset=offset)
+    net = mx.sym.Group([y * 2, mask])
+    assert net.infer_shape(x=shape)[1] == [shape, (8,)]
+    assert net.infer_type(x=np.float32)[1] == [np.float32, np.uint8]
+
+    grad = mx.nd.zeros(shape)
+    ex = net.bind(mx.cpu(), {"x": nd(x)}, args_grad={"x": grad})
+    out = ex.forward(is_train=True)
+    ref_y, ref_mask = kernels.dropout(x, p, seed=seed, offset=offset, return_mask=True)
+    assert np.array_equal(out[0].asnumpy(), ref_y * 2)
+    assert np.array_equal(out[1].asnumpy(), ref_mask)
+    ex.backward([mx.nd.ones(shape), mx.nd.zeros((8,), dtype=np.uint8)])
+    assert np.array_equal(grad.asnumpy(), unpack(ref_mask, shape) * np.float32(2 / (1 - p)))
+
+
+def test_dropout_in_hybridized_gluon_block():
+    class Net(mx.gluon.HybridBlock):
+        def hybrid_forward(self, F, x):
+            return F.fusebridge_dropout(x, p=0.25, seed=11, offset=2**33)[0]
+
+    net = Net()
+    net.hybridize()
+    x = np.arange(40, dtype=np.float32).reshape(4, 10)
+    ref = kernels.dropout(x, 0.25, seed=11, offset=2**33)
+    assert np.array_equal(net(nd(x)).asnumpy(), ref)
+
+
+# ---------------------------------------------------------------- fusion GRU
+
+
+def gru_inputs(rng, layout, d, t=6, n=4, ic=5, oc=20):
+    x = rng.standard_normal((t, n, ic) if layout == "tnc" else (n, t, ic)).astype(np.float32)
+    w = {
+        "wx": rng.standard_normal((d, ic, 3 * oc)) * 0.3,
+        "wh": rng.standard_normal((d, oc, 3 * oc)) * 0.3,
+        "bias": rng.standard_normal((d, 3 * oc)),
+        "bias_h": rng.standard_normal((d, 3 * oc)),
+        "h0": rng.standard_normal((d, n, oc)),
+    }
+    return x, {k: v.astype(np.float32) for k, v in w.items()}
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("lbr", [False, True])
+@pytest.mark.parametrize("layout", ["tnc", "ntc"])
+@pytest.mark.parametrize("with_h0", [False, True])
+def test_fusion_gru_equals_kernels(direction, lbr, layout, with_h0):
+    d = 2 if direction == "bidirectional" else 1
+    x, w = gru_inputs(np.random.default_rng(4), layout, d)
+    lens = np.array([6, 2, 0, 5])  # unequal, one empty sentence
+    h0 = w["h0"] if with_h0 else None
+    ref = kernels.fusion_gru(
+        x, w["wx"], w["wh"], w["bias"], bias_h=w["bias_h"], h0=h0, seq_lens=lens,
+        layout=layout, direction=direction, linear_before_reset=lbr,
+    )  # fmt: skip
+    args = [x, lens.astype(np.float32), w["wx"], w["wh"], w["bias"], w["bias_h"]]
+    args += [h0] if with_h0 else []
+    y = mx.nd.fusebridge_fusion_gru(
+        *map(nd, args), direction=direction, linear_before_reset=lbr, layout=layout,
+        has_h0=with_h0,
+    )  # fmt: skip
+    np.testing.assert_allclose(y.asnumpy(), ref, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("lens_dtype", [np.float32, np.int32, np.int64, np.float64])
+def test_fusion_gru_attrs_and_seq_lens_types(lens_dtype):
+    x, w = gru_inputs(np.random.default_rng(5), "tnc", 1, oc=7)
+    lens = np.array([3, 6, 1, 4])
+    attrs = dict(origin_mode=False, activation="relu", gate_activation="sigmoid")
+    ref = kernels.fusion_gru(
+        x, w["wx"], w["wh"], w["bias"], bias_h=w["bias_h"], seq_lens=lens, layout="tnc", **attrs
+    )
+    args = [x, lens.astype(lens_dtype), w["wx"], w["wh"], w["bias"], w["bias_h"]]
+    y = mx.nd.fusebridge_fusion_gru(*map(nd, args), **attrs)
+    np.testing.assert_allclose(y.asnumpy(), ref, rtol=0, atol=1e-5)
+
+
+def test_fusion_gru_in_bound_symbol():
+    x, w = gru_inputs(np.random.default_rng(6), "tnc", 2)
+    lens = np.array([6, 2, 0, 5], np.float32)
+    names = ["x", "seq_lens", "wx", "wh", "bias", "bias_h"]
+    values = [x, lens, w["wx"], w["wh"], w["bias"], w["bias_h"]]
+    y = mx.sym.fusebridge_fusion_gru(*map(mx.sym.var, names), direction="bidirectional")
+    ex = y.bind(mx.cpu(), dict(zip(names, map(nd, values))))
+    out = ex.forward()[0].asnumpy()
+    ref = kernels.fusion_gru(
+        x, w["wx"], w["wh"], w["bias"], bias_h=w["bias_h"], seq_lens=lens.astype(np.int64),
+        layout="tnc", direction="bidirectional",
+    )  # fmt: skip
+    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-5)
+
+
+# ---------------------------------------------------------------- errors
+
+
+def error_text(call) -> str:
+    with pytest.raises(MXNetError) as info:
+        call()
+        mx.nd.waitall()
+    return str(info.value)
+
+
+X = np.ones((3, 4), np.float32)
+
+
+@pytest.mark.parametrize(
+    "attrs, message",
+    [
+        (dict(p=1.5, seed=1), "attr 'p' must lie in [0, 1], got '1.5'"),
+        (dict(p="nan", seed=1), "attr 'p' must lie in [0, 1]"),
+        (dict(p=0.5), "attr 'seed' is required"),
+        (dict(p=0.5, seed="abc"), "attr 'seed' must be an integer"),
+        (dict(p=0.5, seed=2**64), "attr 'seed' must be an integer in [-2^63, 2^64)"),
+        (dict(p=0.5, seed=1, offset=-(2**63) - 1), "attr 'offset' must be an integer"),
+        (dict(p=0.5, seed=1, axes=(2,)), "attr 'axes' [2]: axis 2 is out of range"),
+        (dict(p=0.5, seed=1, axes=(1, -1)), "attr 'axes' [1, -1] repeats axis -1"),
+        (dict(p=0.5, seed=1, mode="always"), "attr 'mode' must be one of"),
+        (dict(p=0.5, seed=1, is_test="maybe"), "attr 'is_test' must be True or False"),
+        (dict(p=0.5, seed=1, sed=2), "unknown attr 'sed'"),
+    ],
+)
+def test_dropout_bad_attrs_raise(attrs, message):
+    text = error_text(lambda: mx.nd.fusebridge_dropout(nd(X), **attrs)[0].asnumpy())
+    assert "fusebridge_dropout: " + message in text
+    # Earlier errors are not repeated in this one.
+    assert text.count("fusebridge_dropout: ") == 1
+
+
+def test_dropout_bad_dtype_raises():
+    text = error_text(lambda: mx.nd.fusebridge_dropout(nd(X.astype(np.float64)), seed=1))
+    assert "input 'x' must be float32, got float64" in text
+
+
+def gru_call(args, **attrs):
+    return lambda: mx.nd.fusebridge_fusion_gru(*map(nd, args), **attrs).asnumpy()
+
+
+def test_fusion_gru_bad_input_raises():
+    x, w = gru_inputs(np.random.default_rng(7), "tnc", 1, t=4, n=3, oc=6)
+    lens = np.array([4, 2, 1], np.float32)
+    good = [x, lens, w["wx"], w["wh"], w["bias"], w["bias_h"]]
+
+    def with_(i, value):
+        return good[:i] + [value] + good[i + 1 :]
+
+    cases = [
+        (gru_call(good, direction="sideways"), "attr 'direction' must be one of"),
+        (gru_call(good, direction="bidirectional"), "input 'wh' must be [D, OC, 3*OC] with D = 2"),
+        (gru_call(with_(2, w["wx"][:, :2])), "input 'wx' must have shape [1, 5, 18]"),
+        (gru_call(with_(4, w["bias"][:, :4])), "input 'bias' must have shape [1, 18]"),
+        (gru_call(with_(0, x[0])), "input 'x' must be 3-D [T, N, IC]"),
+        (gru_call(with_(0, x.astype(np.float64))), "input 'x' must be float32"),
+        (gru_call(with_(1, np.array([4, 5, 1], np.float32))), "got 5 at index 1"),
+        (gru_call(with_(1, np.array([4, 2.5, 1], np.float32))), "got 2.5 at index 1"),
+        (gru_call(good + [np.zeros((1, 3, 7), np.float32)], has_h0=True), "input 'h0'"),
+        (gru_call(good, has_h0=True), "expects 7 inputs, but got 6"),
+    ]
+    for call, message in cases:
+        assert message in error_text(call)
+    # The op still works after all of that.
+    assert gru_call(good)() is not None
+
+
+# ---------------------------------------------------------------- register()
+
+
+def test_register_twice_returns_the_loaded_library(library, capfd):
+    assert library.name == LIBRARY_NAME and library.is_file()
+    assert register() == library
+    assert register(force_rebuild=True) == library  # MXNet cannot unload: nothing to redo
+    assert "building" not in capfd.readouterr().err
+
+
+def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=600,
+    )
+
+
+def test_a_new_process_reuses_the_cached_library(library):
+    before = library.stat().st_mtime_ns
+    proc = run_python(
+        f"""
+        from fusebridge.integrations.mxnet.register import register
+        assert str(register()) == {str(library)!r}
+        import mxnet as mx
+        print(mx.nd.fusebridge_dropout(mx.nd.ones((2, 3)), seed=1)[1].shape)
+        """,
+        FUSEBRIDGE_MXNET_CACHE=str(library.parent),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "building" not in proc.stderr
+    assert proc.stdout.strip() == "(1,)"
+    assert library.stat().st_mtime_ns == before
+
+
+def test_build_failure_raises_execution_error(tmp_path):
+    proc = run_python(
+        f"""
+        from fusebridge.errors import ExecutionError
+        from fusebridge.integrations.mxnet.register import register
+        try:
+            register({str(tmp_path)!r})
+        except ExecutionError as exc:
+            print("ExecutionError:", exc)
+        """,
+        CXX=str(tmp_path / "no-such-compiler"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "ExecutionError: fusebridge: building the MXNet op library failed" in proc.stdout
+    assert "no-such-compiler" in proc.stdout
+    assert not (tmp_path / LIBRARY_NAME).exists()
