@@ -440,8 +440,70 @@ def test_saved_model_runs_in_mxnet_with_our_ops(tmp_path, name):
     theirs = sym.bind(mx.cpu(), args, grad_req="null").forward(is_train=False)[0].asnumpy()
     ours = _run(model, inputs)[0]
     np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-6)
-    if name == "gru_tagger":
+    if name != "gru_tagger":  # the original graph in MXNet, where MXNet itself is right
+        from fusebridge.integrations.mxnet.mxnet_runtime import run_mxnet
+
+        original = run_mxnet(FIXTURES / name, feeds)[0]
+        np.testing.assert_allclose(theirs, original, rtol=1e-5, atol=1e-5)
+    else:
         ids, lengths = inputs
         for n, alone in enumerate(run_mxnet_per_sentence(FIXTURES / name, ids, lengths)):
             steps = int(lengths[n])
             np.testing.assert_allclose(theirs[n, :steps], alone[:steps], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.mxnet
+def test_fully_connected_folds_into_the_gru_and_training_dropouts_are_recognised(tmp_path):
+    """FullyConnected(flatten=False) feeding RNN(gru) folds into the FusionGRU (the rule shared
+    with ONNX and Paddle); FullyConnected -> Dropout and softmax -> Dropout in mode 'always'
+    come in as our training Dropout after MatMul/Add and Softmax."""
+    mx = pytest.importorskip("mxnet")
+    x = mx.sym.var("x")
+    fc = mx.sym.FullyConnected(x, num_hidden=6, flatten=False, name="fc")
+    rnn = mx.sym.RNN(
+        fc,
+        mx.sym.var("rnn_params"),
+        mx.sym.zeros((2, 3, 4)),
+        state_size=4,
+        num_layers=1,
+        mode="gru",
+        bidirectional=True,
+        name="rnn",
+    )
+    sym = mx.sym.Group(
+        [
+            rnn,
+            mx.sym.Dropout(
+                mx.sym.FullyConnected(x, num_hidden=3, name="fc2"), p=0.3, mode="always"
+            ),
+            mx.sym.Dropout(mx.sym.softmax(x), p=0.2, mode="always"),
+        ]
+    )
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((5, 3, 2)).astype(np.float32)}
+    arg_shapes, _, _ = sym.infer_shape(x=(5, 3, 2))
+    params = {
+        n: mx.nd.array(rng.standard_normal(s).astype(np.float32) * 0.5)
+        for n, s in zip(sym.list_arguments(), arg_shapes)
+        if n != "x"
+    }
+    exe = sym.bind(mx.cpu(), {"x": mx.nd.array(feeds["x"]), **params}, grad_req="null")
+    theirs = exe.forward(is_train=False)[0].asnumpy()
+    sym.save(str(tmp_path / "m-symbol.json"))
+    mx.nd.save(str(tmp_path / "m-0000.params"), {f"arg:{k}": v for k, v in params.items()})
+    model = fb.load(tmp_path / "m-symbol.json")
+    dropouts = [n for n in model.graph if n.op_type == "Dropout"]
+    producers = {n.inputs[0].producer().op_type for n in dropouts}
+    assert producers == {"Add", "Softmax"}
+    assert all(fb.ir.schema("Dropout").attribute_values(n)["is_test"] == 0 for n in dropouts)
+    # Only the GRU's output is compared: the 'always' dropouts need a key (explicit RNG).
+    from onnx_ir.passes.common import RemoveUnusedNodesPass
+
+    model.graph.outputs[:] = model.graph.outputs[:1]
+    RemoveUnusedNodesPass()(model)
+    optimized, report = fb.optimize(model)
+    assert report.fired("matmul_add_fusion_gru") == 1
+    assert [n.op_type for n in optimized.graph if n.domain == fb.ir.DOMAIN] == ["FusionGRU"]
+    assert "MatMul" not in {n.op_type for n in optimized.graph}
+    ours = fb.Session(optimized).run(feeds)
+    np.testing.assert_allclose(ours[optimized.graph.outputs[0].name], theirs, rtol=1e-5, atol=1e-5)

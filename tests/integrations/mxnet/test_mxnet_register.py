@@ -4,6 +4,7 @@ through nd, autograd and bound symbols, and clear MXNet errors for bad input."""
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import numpy as np
@@ -272,12 +273,15 @@ def test_register_twice_returns_the_loaded_library(library, capfd):
 
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
+    # cwd: `python -c` puts the working directory first on sys.path, and in the source tree
+    # that would be the package without its compiled _C.
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
         text=True,
         env={**os.environ, **env},
         timeout=600,
+        cwd=tempfile.gettempdir(),
     )
 
 
