@@ -23,6 +23,16 @@ IR_VERSION = 10
 OFFSETS_SUFFIX = ".offsets"
 
 
+def unique_name(hint: str, taken: set[str]) -> str:
+    """`hint`, or `hint@k` with the smallest k not in `taken`; added to `taken`."""
+    name, k = hint, 0
+    while name in taken:
+        k += 1
+        name = f"{hint}@{k}"
+    taken.add(name)
+    return name
+
+
 def offsets_name(name: str) -> str:
     """The name of the int64 offsets vector [N+1] that pairs with LoD value `name`."""
     return name + OFFSETS_SUFFIX

@@ -73,10 +73,7 @@ class FusionRule(pattern.RewriteRuleClassBase):
     def new_initializer(self, op, array: np.ndarray, hint: str) -> ir.Value:
         """A new initializer with a name no other value has: never a changed shared tensor."""
         taken = set(self._graph.initializers) if self._graph is not None else set()
-        name, k = hint, 0
-        while name in taken:
-            k += 1
-            name = f"{hint}@{k}"
+        name = fir.unique_name(hint, taken)
         return op.initializer(ir.tensor(np.ascontiguousarray(array), name=name), name=name)
 
     def fusebridge_node(

@@ -68,12 +68,7 @@ class SymbolConverter:
 
     # -- names and values -------------------------------------------------------------------
     def unique(self, name: str) -> str:
-        base, k = name, 0
-        while name in self._taken:
-            k += 1
-            name = f"{base}@{k}"
-        self._taken.add(name)
-        return name
+        return fir.unique_name(name, self._taken)
 
     def where(self) -> str:
         n = self.node

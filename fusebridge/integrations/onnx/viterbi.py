@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from fusebridge import ir as fir
 from fusebridge.integrations.onnx.standard_ops import (
     OpBuilder,
     lod_to_padded,
@@ -76,12 +77,7 @@ def crf_decoding(
 
 
 def _unique(body: OpBuilder, hint: str) -> str:
-    name, k = f"{body.prefix}/{hint}", 0
-    while name in body.taken:
-        k += 1
-        name = f"{body.prefix}/{hint}@{k}"
-    body.taken.add(name)
-    return name
+    return fir.unique_name(f"{body.prefix}/{hint}", body.taken)
 
 
 def _input(body: OpBuilder, hint: str, dtype: ir.DataType, shape: list) -> ir.Value:
