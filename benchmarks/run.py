@@ -13,6 +13,7 @@ from benchmarks.common import machine
 # Section name -> module with run(quick, threads) -> Markdown; imported only when it runs.
 SECTIONS = {
     "dropout": "benchmarks.dropout",
+    "fused_dropout": "benchmarks.fused_dropout",
     "gru": "benchmarks.gru",
     "paddle_models": "benchmarks.paddle_models",
     "mxnet_models": "benchmarks.mxnet_models",

@@ -2,7 +2,7 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from fusebridge import kernels
+from fusebridge import kernels, random
 from fusebridge.errors import (
     ArgumentError,
     ArgumentTypeError,
@@ -36,6 +36,7 @@ __all__ = [
     "kernels",
     "load",
     "optimize",
+    "random",
     "save_mxnet",
     "save_onnx",
 ]

@@ -138,6 +138,8 @@ _GRU_ATTRIBUTES = (
     ),
 )
 _LAYOUT = Attribute("layout", "tnc", ("tnc", "ntc"), "the padded layout")
+_P = Attribute("p", 0.5, doc="probability of dropping an element")
+_MODE = Attribute("mode", "upscale_in_train", ("upscale_in_train", "downgrade_in_infer"))
 _GRU_DOC = (
     "Gate order (update, reset, candidate). Wh [D, OC, 3*OC], B and B_h [D, 3*OC] (D = 2 for "
     "bidirectional, forward first); B_h is the recurrent bias (its candidate part matters only "
@@ -171,13 +173,39 @@ SCHEMAS: dict[str, OpSchema] = {
             ("X", "seed?", "offset?"),
             ("Y", "mask?"),
             (
-                Attribute("p", 0.5, doc="probability of dropping an element"),
-                Attribute("mode", "upscale_in_train", ("upscale_in_train", "downgrade_in_infer")),
+                _P,
+                _MODE,
                 Attribute("axes", (), doc="mask shared along these axes"),
                 Attribute("is_test", 0, (0, 1), "1: inference (no mask drawn)"),
             ),
             "Standalone dropout; element i draws from Philox (seed, offset, i) "
             "(shared/reference/rng.md). mask: the 1-bit packed keep mask (uint8).",
+            ("X", "uint8"),
+            ("X", 1),
+        ),
+        OpSchema(
+            "MatMulDropout",
+            ("A", "B", "bias?", "seed?", "offset?"),
+            ("Y", "mask?"),
+            (
+                _P,
+                _MODE,
+                Attribute("transpose_a", 0, (0, 1)),
+                Attribute("transpose_b", 0, (0, 1)),
+            ),
+            "Dropout(MatMul(A, B) + bias) in one pass: each block of the product is dropped "
+            "while in cache. Output element (batch, m, n) draws index batch*M*N + m*N + n, so "
+            "the bits are those of MatMul followed by Dropout (the matmul_dropout rule).",
+            ("X", "uint8"),
+            ("X", 1),
+        ),
+        OpSchema(
+            "SoftmaxDropout",
+            ("X", "seed?", "offset?"),
+            ("Y", "mask?"),
+            (_P, _MODE, Attribute("axis", -1, doc="the softmax axis")),
+            "Dropout(Softmax(X, axis)) in one pass per row; the bits of Softmax followed by "
+            "Dropout (the softmax_dropout rule).",
             ("X", "uint8"),
             ("X", 1),
         ),

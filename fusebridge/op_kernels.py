@@ -104,11 +104,7 @@ def _dropout(
             return [x if scale == 1.0 else x * x.dtype.type(scale)]
 
         return run_test
-    if len(node.inputs) < 2 or node.inputs[1] is None:
-        raise ArgumentError(
-            f"fusebridge.Dropout {node.name!r}: training dropout needs a seed input (int64); "
-            "an ONNX Dropout brings one with its seed attribute"
-        )
+    _rng_inputs(node, 1)
     with_mask = len(node.outputs) > 1
 
     def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
@@ -116,9 +112,69 @@ def _dropout(
         out = kernels.dropout(
             x,
             attrs["p"],
-            seed=int(np.asarray(seed).reshape(-1)[0]),
-            offset=0 if offset is None else int(np.asarray(offset).reshape(-1)[0]),
+            seed=_scalar(seed),
+            offset=_scalar(offset),
             axes=attrs["axes"],
+            mode=attrs["mode"],
+            return_mask=with_mask,
+        )
+        return list(out) if with_mask else [out]
+
+    return run
+
+
+def _rng_inputs(node: ir.Node, first: int) -> None:
+    """Training dropouts draw from an explicit (seed, offset): the seed input is required."""
+    if len(node.inputs) <= first or node.inputs[first] is None:
+        raise ArgumentError(
+            f"fusebridge.{node.op_type} {node.name!r}: training dropout needs a seed input "
+            "(int64); run fusebridge.fuse_passes.explicit_rng to give every dropout its stream"
+        )
+
+
+def _scalar(a: np.ndarray | None, default: int = 0) -> int:
+    return default if a is None else int(np.asarray(a).reshape(-1)[0])
+
+
+def _matmul_dropout(
+    node: ir.Node, attrs: dict, constants: dict[int, np.ndarray], reuse_output: bool
+) -> Run:
+    _rng_inputs(node, 3)
+    with_mask = len(node.outputs) > 1
+
+    def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        a, b, bias, seed, offset = (list(inputs) + [None] * 5)[:5]
+        out = kernels.matmul_dropout(
+            a,
+            b,
+            attrs["p"],
+            seed=_scalar(seed),
+            offset=_scalar(offset),
+            bias=bias,
+            transpose_a=bool(attrs["transpose_a"]),
+            transpose_b=bool(attrs["transpose_b"]),
+            mode=attrs["mode"],
+            return_mask=with_mask,
+        )
+        return list(out) if with_mask else [out]
+
+    return run
+
+
+def _softmax_dropout(
+    node: ir.Node, attrs: dict, constants: dict[int, np.ndarray], reuse_output: bool
+) -> Run:
+    _rng_inputs(node, 1)
+    with_mask = len(node.outputs) > 1
+
+    def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        x, seed, offset = (list(inputs) + [None] * 3)[:3]
+        out = kernels.softmax_dropout(
+            x,
+            attrs["p"],
+            axis=attrs["axis"],
+            seed=_scalar(seed),
+            offset=_scalar(offset),
             mode=attrs["mode"],
             return_mask=with_mask,
         )
@@ -170,6 +226,8 @@ _PREPARE = {
     "GRU": _gru,
     "FusionGRU": _gru,
     "Dropout": _dropout,
+    "MatMulDropout": _matmul_dropout,
+    "SoftmaxDropout": _softmax_dropout,
     "CRFDecoding": _crf_decoding,
     "SequencePool": _sequence_pool,
     "LoDToPadded": _lod_to_padded,

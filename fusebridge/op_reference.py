@@ -42,7 +42,9 @@ class FusionGRU(GRU):
 
 
 class Dropout(_FusebridgeOp):
-    def _run(self, x, seed=None, offset=None, **_):
+    # seed, offset positionally: onnx.reference also passes ONNX Dropout's `seed` attribute.
+    def _run(self, x, *rng, **_):
+        seed, offset = (*rng, None, None)[:2]
         a = self.attrs()
         if a["is_test"]:
             return (x * x.dtype.type(inference_dropout_scale(a)),)
@@ -52,6 +54,35 @@ class Dropout(_FusebridgeOp):
         mask_shape = tuple(1 if i in shared else n for i, n in enumerate(x.shape))
         y, mask = reference.dropout(x, a["p"], seed, offset, mask_shape, a["mode"])
         return (y.astype(x.dtype), mask)[: len(self.onnx_node.output)]
+
+
+def _training_dropout(x: np.ndarray, a: dict, seed, offset, n_out: int) -> tuple:
+    """reference.dropout of x under the op's p and mode, (y, mask)[:n_out]."""
+    seed = int(np.asarray(seed).reshape(-1)[0])
+    offset = 0 if offset is None else int(np.asarray(offset).reshape(-1)[0])
+    y, mask = reference.dropout(x, a["p"], seed, offset, x.shape, a["mode"])
+    return (y.astype(np.float32), mask)[:n_out]
+
+
+class MatMulDropout(_FusebridgeOp):
+    def _run(self, a, b, bias=None, seed=None, offset=None, **_):
+        at = self.attrs()
+        a = np.swapaxes(a, -1, -2) if at["transpose_a"] else a
+        b = np.swapaxes(b, -1, -2) if at["transpose_b"] else b
+        product = np.matmul(a.astype(np.float64), b.astype(np.float64))
+        if bias is not None:
+            product = product + bias
+        return _training_dropout(product, at, seed, offset, len(self.onnx_node.output))
+
+
+class SoftmaxDropout(_FusebridgeOp):
+    def _run(self, x, *rng, **_):
+        seed, offset = (*rng, None, None)[:2]
+        at = self.attrs()
+        x = x.astype(np.float64)
+        e = np.exp(x - x.max(axis=at["axis"], keepdims=True))
+        probs = e / e.sum(axis=at["axis"], keepdims=True)
+        return _training_dropout(probs, at, seed, offset, len(self.onnx_node.output))
 
 
 class CRFDecoding(_FusebridgeOp):
@@ -76,4 +107,14 @@ class PaddedToLoD(_FusebridgeOp):
         return (reference.padded_to_lod(padded, offsets, self.attrs()["layout"]),)
 
 
-OPS = [GRU, FusionGRU, Dropout, CRFDecoding, SequencePool, LoDToPadded, PaddedToLoD]
+OPS = [
+    GRU,
+    FusionGRU,
+    Dropout,
+    MatMulDropout,
+    SoftmaxDropout,
+    CRFDecoding,
+    SequencePool,
+    LoDToPadded,
+    PaddedToLoD,
+]

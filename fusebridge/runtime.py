@@ -15,9 +15,11 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import onnxruntime as ort
+from onnx_ir.passes.common import ShapeInferencePass
 
 from fusebridge import ir as fir
 from fusebridge import kernels
+from fusebridge import random as fbrandom
 from fusebridge.errors import ArgumentError, ArgumentTypeError, ExecutionError
 from fusebridge.lod_tensor import LoDTensor
 from fusebridge.op_kernels import prepare
@@ -127,6 +129,12 @@ class Session:
 
             self._evaluator = ReferenceEvaluator(ir.serde.serialize_model(model), new_ops=OPS)
             return
+        if any(v.dtype is None for n in model.graph for v in n.outputs):
+            # Partitions need their boundary types: inferred on a copy (our schemas are in
+            # onnx's registry, so inference runs through our ops too).
+            model = ir.from_proto(ir.to_proto(model))
+            ShapeInferencePass()(model)
+            graph = model.graph
         self._constants = {
             v.name: v.const_value.numpy()
             for v in graph.initializers.values()
@@ -268,12 +276,53 @@ class Session:
                 f"Session.run: input {name!r} must have {len(v.shape)} dimensions {v.shape}, "
                 f"got shape {arr.shape}"
             )
-        return np.ascontiguousarray(arr)
+        # np.ascontiguousarray would make a 0-d input (rng_seed) 1-d; 0-d is always contiguous.
+        return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+
+    def _rng_feeds(self, feeds: Feeds, rng: fbrandom.Key | None) -> Feeds:
+        """feeds with rng_seed and rng_offset from the key, for a model explicit_rng made."""
+        if not isinstance(feeds, Mapping):
+            return feeds  # _flatten_feeds says what is wrong
+        state = (fbrandom.SEED_INPUT, fbrandom.OFFSET_INPUT)
+        has_state = all(n in self._graph_inputs for n in state)
+        if rng is None:
+            if has_state and not all(n in feeds for n in state):
+                raise ArgumentError(
+                    f"Session.run: the model draws random numbers from its inputs {list(state)}; "
+                    "pass rng=fusebridge.random.key(seed) (or feed both)"
+                )
+            return feeds
+        if not isinstance(rng, fbrandom.Key):
+            raise ArgumentTypeError(
+                f"Session.run: rng must be a fusebridge.random.Key, got {type(rng).__name__}"
+            )
+        if not has_state:
+            raise ArgumentError(
+                f"Session.run: rng= given, but the model has no inputs {list(state)} "
+                "(it draws no random numbers, or explicit_rng has not run on it)"
+            )
+        if any(n in feeds for n in state):
+            raise ArgumentError(f"Session.run: give rng= or feeds for {list(state)}, not both")
+        # The model's inputs are int64: the 64-bit patterns of the key's uint64 numbers.
+        return {
+            **feeds,
+            fbrandom.SEED_INPUT: np.array(fbrandom.as_int64(rng.seed), np.int64),
+            fbrandom.OFFSET_INPUT: np.array(fbrandom.as_int64(rng.offset), np.int64),
+        }
 
     def run(
-        self, feeds: Feeds, *, profile: dict[str, float] | None = None
+        self,
+        feeds: Feeds,
+        *,
+        rng: fbrandom.Key | None = None,
+        profile: dict[str, float] | None = None,
     ) -> dict[str, np.ndarray | LoDTensor]:
-        """Outputs by name. With `profile`, adds each step's seconds under its label."""
+        """Outputs by name. With `profile`, adds each step's seconds under its label.
+
+        A model with the inputs rng_seed and rng_offset (fuse_passes.explicit_rng) takes them
+        from `rng`, a fusebridge.random.Key, and returns the next free offset as
+        rng_offset_out: Key(rng.seed, out["rng_offset_out"]) continues the stream."""
+        feeds = self._rng_feeds(feeds, rng)
         env = self._flatten_feeds(feeds)
         if self.backend == "reference":
             results = self._evaluator.run(None, env)

@@ -165,3 +165,16 @@ def test_intermediate_buffers_are_reused_across_runs_without_mixing_batches(tagg
         np.testing.assert_array_equal(got.data, want.data)
     first_gru = outputs[0::3]
     assert all(np.shares_memory(first_gru[0], y) for y in first_gru[1:])
+
+
+def test_rng_key_is_refused_by_a_model_without_random_state(tagger):
+    # rng= feeds rng_seed/rng_offset, which only explicit_rng adds
+    # (tests/fuse_passes/test_explicit_rng.py runs models that have them).
+    from fusebridge import random as fbrandom
+
+    session = fb.Session(tagger[1])
+    with pytest.raises(fb.ArgumentError, match="rng_seed"):
+        session.run(tagger_feeds(), rng=fbrandom.key(0))
+    with pytest.raises(fb.ArgumentTypeError, match="Key"):
+        session.run(tagger_feeds(), rng=0)
+    session.run(tagger_feeds(), rng=None)

@@ -30,18 +30,6 @@ def _attrs(node: ir.Node) -> dict[str, object]:
     return fir.schema(node.op_type).attribute_values(node)
 
 
-def _with_last_state(gru: ir.Node, outputs: ir.Value | tuple[ir.Value, ...]) -> ir.Value:
-    """The replacement's Y. Patterns name Y only, so a used Y_last moves to the replacement
-    here; the old node is then unused and goes."""
-    if len(gru.outputs) == 1:
-        return outputs
-    last = gru.outputs[1]
-    outputs[1].type, outputs[1].shape = last.type, last.shape
-    ir.convenience.replace_all_uses_with(last, outputs[1], replace_graph_outputs=True)
-    outputs[1].name, last.name = last.name, None  # a graph output keeps its name
-    return outputs[0]
-
-
 class _ProjectionIntoGRU(FusionRule):
     """MatMul(x, Wx) [+ Add(b)] feeding a GRU -> FusionGRU(x) with the bias folded in."""
 
@@ -316,7 +304,7 @@ class _ProjectionIntoFusionGRU(FusionRule):
             _attrs(gru),
             num_outputs=len(gru.outputs),
         )
-        return _with_last_state(gru, outputs)
+        return self.second_output_moved(gru, outputs)
 
 
 class MatMulAddFusionGRU(_ProjectionIntoFusionGRU):
@@ -387,4 +375,4 @@ class ZeroInitialState(FusionRule):
             _attrs(gru),
             num_outputs=len(gru.outputs),
         )
-        return _with_last_state(gru, outputs)
+        return self.second_output_moved(gru, outputs)

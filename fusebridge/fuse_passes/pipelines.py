@@ -11,7 +11,12 @@ import onnx_ir as ir
 from onnxscript.rewriter import RewriteRuleSet
 
 from fusebridge.errors import ArgumentError
-from fusebridge.fuse_passes.dropout import InferenceDropout
+from fusebridge.fuse_passes.dropout import (
+    InferenceDropout,
+    MatMulAddDropout,
+    MatMulDropout,
+    SoftmaxDropout,
+)
 from fusebridge.fuse_passes.gru import (
     BiGRU,
     CanonicalUpdateGate,
@@ -81,6 +86,8 @@ PIPELINES = {
             BiGRU,
         ],
     ),
+    # Training graphs, after explicit_rng (fuse_passes/rng.py) gave every dropout its stream.
+    "training": Pipeline("training", [MatMulAddDropout, MatMulDropout, SoftmaxDropout]),
     "none": Pipeline("none", []),
 }
 

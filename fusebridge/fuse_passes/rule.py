@@ -90,6 +90,19 @@ class FusionRule(pattern.RewriteRuleClassBase):
             **attrs,
         )
 
+    @staticmethod
+    def second_output_moved(old: ir.Node, outputs: ir.Value | tuple[ir.Value, ...]) -> ir.Value:
+        """The replacement's first output. Patterns name the first output only, so a used
+        second one (a GRU's Y_last, a dropout's mask) moves to the replacement here; the old
+        node is then unused and goes."""
+        if len(old.outputs) == 1:
+            return outputs
+        second = old.outputs[1]
+        outputs[1].type, outputs[1].shape = second.type, second.shape
+        ir.convenience.replace_all_uses_with(second, outputs[1], replace_graph_outputs=True)
+        outputs[1].name, second.name = second.name, None  # a graph output keeps its name
+        return outputs[0]
+
     def as_rewrite_rule(self) -> pattern.RewriteRule:
         """This instance as an onnxscript rule (the classmethod `rule()` would make a new
         instance, whose counts and refusals we would not see)."""

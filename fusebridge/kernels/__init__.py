@@ -16,6 +16,16 @@ from fusebridge.kernels.dropout import (
     dropout_backward,
     dropout_mask,
 )
+from fusebridge.kernels.fused_dropout import (
+    MatmulDropoutDescriptor,
+    SoftmaxDropoutDescriptor,
+    matmul,
+    matmul_dropout,
+    matmul_dropout_backward,
+    softmax,
+    softmax_dropout,
+    softmax_dropout_backward,
+)
 from fusebridge.kernels.gru import GRUDescriptor, fusion_gru
 from fusebridge.kernels.gru_weight_layouts import (
     canonical_to_paddle_weight_h,
@@ -33,6 +43,8 @@ __all__ = [
     "DropoutDescriptor",
     "GRUDescriptor",
     "GRUWeights",
+    "MatmulDropoutDescriptor",
+    "SoftmaxDropoutDescriptor",
     "available_isas",
     "blas_info",
     "cache_stats",
@@ -45,6 +57,9 @@ __all__ = [
     "get_num_threads",
     "isa",
     "lod_to_padded",
+    "matmul",
+    "matmul_dropout",
+    "matmul_dropout_backward",
     "mxnet_rnn_params_to_canonical",
     "negate_update_gate",
     "pack_gru_weights",
@@ -56,4 +71,7 @@ __all__ = [
     "set_isa",
     "set_num_threads",
     "sgemm",
+    "softmax",
+    "softmax_dropout",
+    "softmax_dropout_backward",
 ]

@@ -92,11 +92,13 @@ def as_output(
         )
     if not out.flags.c_contiguous or not out.flags.writeable:
         raise ArgumentError(f"{op}: out must be a writeable C-contiguous array")
+    if not np.may_share_memory(out, source):  # cheap, and the common answer
+        return out
     same = (
         out.__array_interface__["data"][0] == source.__array_interface__["data"][0]
         and out.strides == source.strides
     )
-    if not same and np.may_share_memory(out, source):
+    if not same:
         raise ArgumentError(f"{op}: out overlaps the input without being the same memory")
     return out
 

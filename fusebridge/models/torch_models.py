@@ -93,7 +93,26 @@ def _modules() -> dict[str, Any]:
             probs = self.attn_dropout(torch.softmax(scores, dim=-1))
             return x + self.resid_dropout(self.out(probs @ self.v(x)))
 
+    class Encoder(nn.Module):
+        """A post-norm transformer encoder block: the attention above (dropout on the
+        probabilities and the residual branch), LayerNorm, a feed-forward with its own dropout
+        and a residual dropout, LayerNorm. (torch's nn.TransformerEncoderLayer exports with the
+        export-time sequence length baked into its reshapes.)"""
+
+        def __init__(self, d: int = 16, hidden: int = 32) -> None:
+            super().__init__()
+            self.attention = Attention(d)
+            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.ff1, self.ff2 = nn.Linear(d, hidden), nn.Linear(hidden, d)
+            self.ff_dropout, self.resid_dropout = nn.Dropout(0.1), nn.Dropout(0.1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.norm1(self.attention(x))
+            ff = self.ff2(self.ff_dropout(torch.relu(self.ff1(h))))
+            return self.norm2(h + self.resid_dropout(ff))
+
     return {
+        "Encoder": Encoder,
         "GruWithH0": GruWithH0,
         "BiGru2Layer": BiGru2Layer,
         "LinearGru": LinearGru,
@@ -135,6 +154,9 @@ FIXTURES: dict[str, TorchFixture] = {
         "Attention", [[2, 5, 16]], ["x"], ["y"], _ROW_AXES, training=True
     ),
     "torch_attention_eval": TorchFixture("Attention", [[2, 5, 16]], ["x"], ["y"], _ROW_AXES),
+    "torch_encoder_train": TorchFixture(
+        "Encoder", [[2, 5, 16]], ["x"], ["y"], _ROW_AXES, training=True
+    ),
 }
 
 

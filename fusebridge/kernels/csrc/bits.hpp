@@ -57,5 +57,33 @@ inline void copy_bits(const uint64_t* src, int64_t s, uint8_t* dst, int64_t d, i
     if (n > 0) put_bits(d, src_bits64(s), n);
 }
 
+// copy_bits for ranges that other threads fill at the same time: `dst` starts zeroed, and a
+// byte the range shares with a neighbour (its first or last, when partial) is OR-ed in
+// atomically; bytes wholly inside the range are stored plainly.
+inline void or_bits_shared(const uint64_t* src, int64_t s, uint8_t* dst, int64_t d, int64_t n) {
+    auto src_bits64 = [src](int64_t at) {
+        const int shift = int(at & 63);
+        const uint64_t* w = src + (at >> 6);
+        return shift ? (w[0] >> shift) | (w[1] << (64 - shift)) : w[0];
+    };
+    auto or_byte = [dst](int64_t at, uint64_t v, int64_t count) {  // count <= 8 - (at & 7)
+        const int shift = int(at & 7);
+        const unsigned field = ((1u << count) - 1u) << shift;
+        __atomic_fetch_or(&dst[at >> 3], uint8_t((unsigned(v) << shift) & field),
+                          __ATOMIC_RELAXED);
+    };
+    if (n > 0 && (d & 7)) {
+        const int64_t head = n < 8 - (d & 7) ? n : 8 - (d & 7);
+        or_byte(d, src_bits64(s), head);
+        s += head, d += head, n -= head;
+    }
+    for (; n >= 64; s += 64, d += 64, n -= 64) {
+        const uint64_t v = src_bits64(s);
+        std::memcpy(dst + (d >> 3), &v, 8);
+    }
+    for (; n >= 8; s += 8, d += 8, n -= 8) dst[d >> 3] = uint8_t(src_bits64(s));
+    if (n > 0) or_byte(d, src_bits64(s), n);
+}
+
 }  // namespace
 }  // namespace fusebridge

@@ -162,6 +162,49 @@ void DropoutPrimitive::generate(const void* x, void* y, uint8_t* mask, uint64_t 
     }
 }
 
+int64_t DropoutPrimitive::range_bits(uint64_t seed, uint64_t offset, int64_t pos, int64_t n,
+                                     uint64_t* words, uint8_t* mask) const {
+    if (!direct_) throw std::logic_error("dropout: range_bits needs an unshared mask");
+    if (n > kRangeMax) throw std::logic_error("dropout: range_bits asked for too many bits");
+    // The range's global indices are contiguous within a generation row; a shard can make it
+    // cross rows, whose bits are then gathered at bit 0.
+    const bool one_row = pos % run_ + n <= run_;
+    uint64_t scratch[kRangeWords];
+    uint64_t* dst = one_row ? words : scratch;
+    for (int64_t at = pos, end = pos + n; at < end;) {
+        const int64_t row = at / run_, col = at % run_;
+        const int64_t len = std::min(run_ - col, end - at);
+        const uint64_t first = uint64_t(row_start(gen_outer_, row, gbase_) + col);
+        const uint64_t group0 = first & ~uint64_t(3);
+        const int64_t shift = int64_t(first - group0);
+        fill_words(seed, offset, group0, (shift + len + 63) / 64, dst, nullptr);
+        if (mask) or_bits_shared(dst, shift, mask, at, len);
+        if (one_row) return shift;
+        copy_bits(dst, shift, reinterpret_cast<uint8_t*>(words), at - pos, len);
+        at += len;
+    }
+    return 0;
+}
+
+void DropoutPrimitive::forward_range(const void* x, void* y, int64_t pos, int64_t n,
+                                     uint8_t* mask, uint64_t seed, uint64_t offset) const {
+    uint64_t words[kRangeWords];
+    const auto* xb = static_cast<const char*>(x);
+    auto* yb = static_cast<char*>(y);
+    for (const int64_t end = pos + n; pos < end;) {
+        const int64_t len = std::min(end - pos, kRangeMax);
+        const int64_t shift = range_bits(seed, offset, pos, len, words, mask);
+        apply_run(xb, yb, len, reinterpret_cast<const uint8_t*>(words), shift);
+        xb += len * itemsize_, yb += len * itemsize_, pos += len;
+    }
+}
+
+void DropoutPrimitive::apply_mask_range(const void* x, void* y, int64_t pos, int64_t n,
+                                        const uint8_t* mask) const {
+    if (!direct_) throw std::logic_error("dropout: apply_mask_range needs an unshared mask");
+    apply_run(x, y, n, mask, pos);
+}
+
 void DropoutPrimitive::forward(const void* x, void* y, uint8_t* mask, uint64_t seed,
                                uint64_t offset) const {
     if (numel_ == 0) {  // no data, but a shared mask shape may still have elements

@@ -39,11 +39,30 @@ class DropoutPrimitive {
     // y = x * the scale where `mask` (local, packed) keeps, 0 elsewhere.
     void apply_mask(const void* x, void* y, const uint8_t* mask) const;
 
+    // For the fused kernels, whose mask shape is the data shape: dropout of the local elements
+    // [pos, pos + n), read from x and written to y (pointers to element pos; x may equal y).
+    // The bits also go to `mask` when it is not null; it must start zeroed, so that ranges on
+    // different threads can share a byte (see or_bits_shared).
+    void forward_range(const void* x, void* y, int64_t pos, int64_t n, uint8_t* mask,
+                       uint64_t seed, uint64_t offset) const;
+    // The same with the bits read from the local packed mask.
+    void apply_mask_range(const void* x, void* y, int64_t pos, int64_t n,
+                          const uint8_t* mask) const;
+    // Keeps everything unscaled: forward is a copy.
+    bool identity() const { return keep_ == Keep::all && scale_ == 1.0; }
+
     int64_t numel() const { return numel_; }
     int64_t mask_numel() const { return mask_numel_; }
     int64_t mask_bytes() const { return (mask_numel_ + 7) / 8; }
 
    private:
+    // The keep bits of local elements [pos, pos + n), n <= kRangeMax: element pos + i is bit
+    // shift + i of `words` (kRangeWords long), and the shift is returned. The bits also go to
+    // `mask` as in forward_range.
+    static constexpr int64_t kRangeMax = 8192;
+    static constexpr int64_t kRangeWords = kRangeMax / 64 + 2;
+    int64_t range_bits(uint64_t seed, uint64_t offset, int64_t pos, int64_t n, uint64_t* words,
+                       uint8_t* mask) const;
     void generate(const void* x, void* y, uint8_t* mask, uint64_t seed, uint64_t offset,
                   bool apply) const;
     void apply_run(const void* x, void* y, int64_t n, const uint8_t* bits, int64_t pos) const;

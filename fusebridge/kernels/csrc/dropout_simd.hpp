@@ -25,35 +25,54 @@ struct RoundKeys {
 };
 
 #if defined(__AVX512F__)
-// One vector = 16 Philox blocks = 64 elements = one output word. kWays vectors in flight.
-constexpr int kWays = 4;
+// 8 Philox blocks per vector: word w of block j in the low half of 64-bit lane j. vpmuludq
+// multiplies those low halves into whole 64-bit products, so a product's low word is already
+// in place and its high word one shift away; the lanes' high halves carry garbage that
+// vpmuludq ignores and the compares mask off. A round is 2 multiplies, 2 shifts and 2
+// three-way xors per 8 blocks, against 16 ops per 16 blocks with a block in every 32-bit lane.
+constexpr int kWays = 4;  // vectors in flight: two output words
+constexpr int kVecsPerWord = 2;
 using vec = __m512i;
 
-static inline void mulhilo(vec a, vec m, vec& hi, vec& lo) {
-    const vec even = _mm512_mul_epu32(a, m);
-    const vec odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
-    lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
-    hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
-}
-static inline vec xor3(vec a, vec b, vec c) { return _mm512_ternarylogic_epi32(a, b, c, 0x96); }
-static inline vec splat(uint32_t v) { return _mm512_set1_epi32(int(v)); }
-
-// Block counters group, group+4, ... for the 16 lanes; the high word carries where the low wraps.
-static inline void counters(uint64_t group, vec& lo, vec& hi) {
-    const vec step = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60);
-    const vec base = splat(uint32_t(group));
-    lo = _mm512_add_epi32(base, step);
-    const __mmask16 carry = _mm512_cmplt_epu32_mask(lo, base);
-    hi = _mm512_mask_add_epi32(splat(uint32_t(group >> 32)), carry, splat(uint32_t(group >> 32)),
-                               splat(1));
-}
-
-static inline uint64_t keep_word(const vec c[4], vec threshold) {
-    // Lane j, word w is element 4j + w: spread each 16-bit compare mask onto every 4th bit.
-    uint64_t bits = 0;
-    for (int w = 0; w < 4; ++w)
-        bits |= _pdep_u64(_mm512_cmpgt_epu32_mask(c[w], threshold), 0x1111111111111111ull << w);
-    return bits;
+template <int N>
+static inline void keep_words(uint64_t offset, const RoundKeys& keys, uint32_t threshold,
+                              uint64_t group, uint64_t* out) {
+    const vec step = _mm512_setr_epi64(0, 4, 8, 12, 16, 20, 24, 28);
+    vec c[N][4];
+    for (int j = 0; j < N; ++j) {
+        const vec g = _mm512_add_epi64(_mm512_set1_epi64(int64_t(group + uint64_t(j) * 32)), step);
+        c[j][0] = _mm512_set1_epi32(int(uint32_t(offset)));
+        c[j][1] = _mm512_set1_epi32(int(uint32_t(offset >> 32)));
+        c[j][2] = g;  // the high half is the counter's high word: garbage for vpmuludq
+        c[j][3] = _mm512_srli_epi64(g, 32);
+    }
+    const vec m0 = _mm512_set1_epi64(kPhiloxM0), m1 = _mm512_set1_epi64(kPhiloxM1);
+    for (int r = 0; r < 10; ++r) {
+        const vec k0 = _mm512_set1_epi32(int(keys.k0[r])), k1 = _mm512_set1_epi32(int(keys.k1[r]));
+        for (int j = 0; j < N; ++j) {
+            const vec p0 = _mm512_mul_epu32(c[j][0], m0);
+            const vec p1 = _mm512_mul_epu32(c[j][2], m1);
+            c[j][0] = _mm512_ternarylogic_epi32(_mm512_srli_epi64(p1, 32), c[j][1], k0, 0x96);
+            c[j][1] = p1;
+            c[j][2] = _mm512_ternarylogic_epi32(_mm512_srli_epi64(p0, 32), c[j][3], k1, 0x96);
+            c[j][3] = p0;
+        }
+    }
+    const vec t = _mm512_set1_epi32(int(threshold));
+    for (int j = 0; j < N; j += 2) {
+        uint64_t word = 0;
+        for (int h = 0; h < 2; ++h) {
+            // Bit 2i of a compare is block i: words 0 and 1 interleave to bits 2i and 2i + 1,
+            // which pdep moves to 4i and 4i + 1 (element order); words 2 and 3 follow them.
+            uint32_t m[4];
+            for (int w = 0; w < 4; ++w)
+                m[w] = uint32_t(_mm512_mask_cmpgt_epu32_mask(0x5555, c[j + h][w], t));
+            const uint32_t lo = _pdep_u32(m[0] | (m[1] << 1), 0x33333333u);
+            const uint32_t hi = _pdep_u32(m[2] | (m[3] << 1), 0x33333333u);
+            word |= uint64_t(lo | (hi << 2)) << (32 * h);
+        }
+        out[j / 2] = word;
+    }
 }
 #elif defined(__AVX2__)
 // One vector = 8 Philox blocks = 32 elements; two vectors make an output word.
@@ -97,7 +116,7 @@ static inline uint64_t transpose_quartets(uint64_t x) {
 }
 #endif
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) && !defined(__AVX512F__)
 template <int N>
 static inline void philox_rounds(vec (&c)[N][4], const RoundKeys& keys) {
     const vec m0 = splat(kPhiloxM0), m1 = splat(kPhiloxM1);
@@ -129,15 +148,10 @@ static inline void keep_words(uint64_t offset, const RoundKeys& keys, uint32_t t
         counters(group + uint64_t(j) * 4 * kLanes, c[j][2], c[j][3]);
     }
     philox_rounds<N>(c, keys);
-#if defined(__AVX512F__)
-    const vec t = splat(threshold);
-    for (int j = 0; j < N; ++j) out[j] = keep_word(c[j], t);
-#else
     const vec t = splat(threshold ^ 0x80000000u);
     for (int j = 0; j < N; j += 2)
         out[j / 2] = transpose_quartets(uint64_t(keep_bits32(c[j], t)) |
                                         (uint64_t(keep_bits32(c[j + 1], t)) << 32));
-#endif
 }
 #endif
 

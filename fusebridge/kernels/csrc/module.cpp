@@ -7,10 +7,12 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstring>
 #include <optional>
 
 #include "crf_decoding.hpp"
 #include "dropout.hpp"
+#include "fused_dropout.hpp"
 #include "gru.hpp"
 #include "philox.hpp"
 #include "runtime.hpp"
@@ -45,8 +47,104 @@ static void require_floats(const char* what, size_t have, int64_t want) {
                                std::to_string(want)).c_str());
 }
 
+// The fused ops' output geometry: the dropout of a float32 tensor whose mask is not shared.
+static DropoutDesc fused_dropout_desc(std::vector<int64_t> shape, std::vector<int64_t> global_shape,
+                                      std::vector<int64_t> start, float p, int mode, bool training,
+                                      int isa, int64_t stream_min_bytes) {
+    return DropoutDesc{shape, global_shape, start, global_shape, DType::f32, p, DropoutMode(mode),
+                       training, Isa(isa), stream_min_bytes};
+}
+
+static void require_size(const char* op, const char* what, size_t have, int64_t want) {
+    if (int64_t(have) != want)
+        throw nb::value_error((std::string(op) + ": " + what + " holds " + std::to_string(have) +
+                               " elements, expected " + std::to_string(want)).c_str());
+}
+
+// A fused op's mask: checked, then zeroed (ranges on different threads OR their shared bytes).
+template <class Prim>
+static uint8_t* fused_mask(const char* op, std::optional<Bytes>& mask, const Prim& p) {
+    if (!mask) return nullptr;
+    require_size(op, "mask", mask->size(), p.mask_bytes());
+    std::memset(mask->data(), 0, mask->size());
+    return mask->data();
+}
+
 NB_MODULE(_C, m) {
     m.doc() = "fusebridge compiled kernels";
+
+    nb::class_<SoftmaxDropoutPrimitive>(m, "SoftmaxDropoutPrimitive")
+        .def("__init__",
+             [](SoftmaxDropoutPrimitive* self, std::vector<int64_t> shape, int64_t axis,
+                std::vector<int64_t> global_shape, std::vector<int64_t> start, float p, int mode,
+                bool training, int isa, int64_t stream_min_bytes) {
+                 new (self) SoftmaxDropoutPrimitive(SoftmaxDropoutDesc{
+                     shape, axis, fused_dropout_desc(shape, global_shape, start, p, mode, training,
+                                                     isa, stream_min_bytes)});
+             },
+             "shape"_a, "axis"_a, "global_shape"_a, "start"_a, "p"_a, "mode"_a, "training"_a,
+             "isa"_a, "stream_min_bytes"_a)
+        .def_prop_ro("numel", &SoftmaxDropoutPrimitive::numel)
+        .def_prop_ro("mask_bytes", &SoftmaxDropoutPrimitive::mask_bytes)
+        .def("forward",
+             [](const SoftmaxDropoutPrimitive& self, Floats x, FloatsOut y,
+                std::optional<Bytes> mask, uint64_t seed, uint64_t offset) {
+                 const char* op = "softmax_dropout";
+                 require_size(op, "x", x.size(), self.numel());
+                 require_size(op, "y", y.size(), self.numel());
+                 uint8_t* mp = fused_mask(op, mask, self);
+                 nb::gil_scoped_release release;
+                 self.forward(x.data(), y.data(), mp, seed, offset);
+             },
+             "x"_a, "y"_a, "mask"_a.none(), "seed"_a, "offset"_a)
+        .def("backward",
+             [](const SoftmaxDropoutPrimitive& self, Floats dy, Floats src, bool from_x,
+                std::optional<Bytes> mask, uint64_t seed, uint64_t offset, FloatsOut dx) {
+                 const char* op = "softmax_dropout_backward";
+                 require_size(op, "dy", dy.size(), self.numel());
+                 require_size(op, from_x ? "x" : "probs", src.size(), self.numel());
+                 require_size(op, "dx", dx.size(), self.numel());
+                 if (mask) require_size(op, "mask", mask->size(), self.mask_bytes());
+                 const uint8_t* mp = mask ? mask->data() : nullptr;
+                 nb::gil_scoped_release release;
+                 self.backward(dy.data(), src.data(), from_x, mp, seed, offset, dx.data());
+             },
+             "dy"_a, "src"_a, "from_x"_a, "mask"_a.none(), "seed"_a, "offset"_a, "dx"_a);
+
+    nb::class_<MatmulDropoutPrimitive>(m, "MatmulDropoutPrimitive")
+        .def("__init__",
+             [](MatmulDropoutPrimitive* self, int64_t m, int64_t n, int64_t k, bool trans_a,
+                bool trans_b, bool bias, std::vector<int64_t> a_offsets,
+                std::vector<int64_t> b_offsets, int64_t a_size, int64_t b_size,
+                std::vector<int64_t> shape, std::vector<int64_t> global_shape,
+                std::vector<int64_t> start, float p, int mode, bool training, int isa,
+                int64_t stream_min_bytes) {
+                 new (self) MatmulDropoutPrimitive(MatmulDropoutDesc{
+                     m, n, k, trans_a, trans_b, bias, a_offsets, b_offsets, a_size, b_size,
+                     fused_dropout_desc(shape, global_shape, start, p, mode, training, isa,
+                                        stream_min_bytes)});
+             },
+             "m"_a, "n"_a, "k"_a, "trans_a"_a, "trans_b"_a, "bias"_a, "a_offsets"_a,
+             "b_offsets"_a, "a_size"_a, "b_size"_a, "shape"_a, "global_shape"_a, "start"_a, "p"_a,
+             "mode"_a, "training"_a, "isa"_a, "stream_min_bytes"_a)
+        .def_prop_ro("numel", &MatmulDropoutPrimitive::numel)
+        .def_prop_ro("mask_bytes", &MatmulDropoutPrimitive::mask_bytes)
+        .def_prop_ro("tile_rows", &MatmulDropoutPrimitive::tile_rows)
+        .def_prop_ro("tile_cols", &MatmulDropoutPrimitive::tile_cols)
+        .def("forward",
+             [](const MatmulDropoutPrimitive& self, Floats a, Floats b, std::optional<Floats> bias,
+                FloatsOut y, std::optional<Bytes> mask, uint64_t seed, uint64_t offset) {
+                 const char* op = "matmul_dropout";
+                 require_size(op, "a", a.size(), self.a_size());
+                 require_size(op, "b", b.size(), self.b_size());
+                 require_size(op, "bias", bias ? bias->size() : 0, self.bias_size());
+                 require_size(op, "y", y.size(), self.numel());
+                 uint8_t* mp = fused_mask(op, mask, self);
+                 const float* bp = bias ? bias->data() : nullptr;
+                 nb::gil_scoped_release release;
+                 self.forward(a.data(), b.data(), bp, y.data(), mp, seed, offset);
+             },
+             "a"_a, "b"_a, "bias"_a.none(), "y"_a, "mask"_a.none(), "seed"_a, "offset"_a);
 
     nb::class_<DropoutPrimitive>(m, "DropoutPrimitive")
         .def("__init__",

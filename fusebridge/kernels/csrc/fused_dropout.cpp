@@ -1,0 +1,374 @@
+#include "fused_dropout.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+namespace fusebridge {
+
+namespace {
+
+// Elements of one softmax work item: a block of rows (or of columns over a strided axis) that
+// stays in L1 from the first read to the dropout.
+constexpr int64_t kSoftmaxBlock = 4096;
+// Below this many elements one thread does it all: waking others costs more.
+constexpr int64_t kParallelMin = 1 << 15;
+
+// One BLAS call computes a tile of at most this many outputs (1 MiB, half of a 2 MiB L2), so
+// the bias and the dropout find it in cache. Tiles halve the wider side, never below 64 rows or
+// 256 columns unless forced, since each call packs its panels of a and b again.
+constexpr int64_t kTileElems = 1 << 18;
+// A GEMM of at least this many multiply-adds is split into two tiles or more, so two threads
+// can share it. Tiles depend on the shapes only, never on the thread count: OpenBLAS's results
+// depend on how a product is cut into calls, and ours must not depend on the threads.
+constexpr double kSplitFma = 1 << 21;
+// Threads get at least this many multiply-adds each (as runtime.cpp's sgemm).
+constexpr double kMinFmaPerThread = 1 << 19;
+// Whole small matrices are computed by one strided-batch call per group of up to this many
+// outputs (OpenBLAS gives each matrix of a strided batch the bits of a plain call).
+constexpr int64_t kGroupElems = 1 << 16;
+
+// n floats of per-thread scratch, 64-byte aligned so the vector loads never split cache lines.
+class Scratch {
+   public:
+    explicit Scratch(size_t n) : buf_(n + 16) {}
+    float* data() {
+        return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf_.data()) + 63) &
+                                        ~uintptr_t(63));
+    }
+
+   private:
+    std::vector<float> buf_;
+};
+
+DropoutDesc f32(DropoutDesc d) {
+    if (d.dtype != DType::f32) throw std::invalid_argument("fused dropout: float32 only");
+    if (d.mask_shape != d.global_shape)
+        throw std::invalid_argument("fused dropout: the mask is not shared over any axis");
+    return d;
+}
+
+int threads_for(double work, double per_thread, int64_t items) {
+    const double by_work = std::max(1.0, work / per_thread);
+    return int(std::min<double>({double(omp_get_max_threads()), double(std::max<int64_t>(items, 1)),
+                                 by_work}));
+}
+
+}  // namespace
+
+// ---- softmax ------------------------------------------------------------------------------
+
+SoftmaxDropoutPrimitive::SoftmaxDropoutPrimitive(const SoftmaxDropoutDesc& desc)
+    : k_(fused_kernels_for(desc.dropout.isa)), drop_(f32(desc.dropout)) {
+    const int64_t nd = int64_t(desc.shape.size());
+    if (desc.shape != desc.dropout.shape || desc.axis < 0 || desc.axis >= nd)
+        throw std::invalid_argument("softmax_dropout: bad shape or axis");
+    for (int64_t d = 0; d < nd; ++d) {
+        const int64_t n = desc.shape[size_t(d)];
+        if (d < desc.axis) outer_ *= n;
+        else if (d == desc.axis) len_ = n;
+        else inner_ *= n;
+    }
+    block_rows_ = std::max<int64_t>(1, kSoftmaxBlock / std::max<int64_t>(len_, 1));
+    // Whole vectors, and at least one mask word per dropout run.
+    const int64_t cols = kSoftmaxBlock / std::max<int64_t>(len_, 1) / 16 * 16;
+    block_cols_ = std::min(inner_, std::max<int64_t>(64, cols));
+}
+
+// e = exp(x - max) of `rows` contiguous rows of len_ (rows <= block_rows_), inv = 1 / their
+// sums. Phase by phase over the rows, not row by row: the rows' reductions are independent, so
+// the core overlaps their latencies instead of waiting out each row's max, then its sum.
+void SoftmaxDropoutPrimitive::exp_rows(const float* x, int64_t rows, float* e, float* inv) const {
+    for (int64_t r = 0; r < rows; ++r) inv[r] = k_.row_max(x + r * len_, len_);
+    for (int64_t r = 0; r < rows; ++r)
+        inv[r] = 1.0f / k_.exp_row(x + r * len_, len_, inv[r], e + r * len_);
+}
+
+// p = softmax of `rows` contiguous rows (p may be x).
+void SoftmaxDropoutPrimitive::probs_rows(const float* x, int64_t rows, float* p) const {
+    float inv[kSoftmaxBlock];
+    exp_rows(x, rows, p, inv);
+    for (int64_t r = 0; r < rows; ++r) k_.scale_row(p + r * len_, len_, inv[r], p + r * len_);
+}
+
+// p[l * width + j] = softmax over l of x[l * inner_ + j], j < width; m and s are scratch.
+void SoftmaxDropoutPrimitive::probs_cols(const float* x, int64_t width, float* p, float* m,
+                                         float* s) const {
+    std::fill(m, m + width, -INFINITY);
+    std::fill(s, s + width, 0.0f);
+    for (int64_t l = 0; l < len_; ++l) k_.max_cols(m, x + l * inner_, width);
+    for (int64_t l = 0; l < len_; ++l) k_.exp_cols(x + l * inner_, m, width, p + l * width, s);
+    for (int64_t j = 0; j < width; ++j) s[j] = 1.0f / s[j];
+    for (int64_t l = 0; l < len_; ++l) k_.scale_cols(p + l * width, s, width, p + l * width);
+}
+
+void SoftmaxDropoutPrimitive::forward(const float* x, float* y, uint8_t* mask, uint64_t seed,
+                                      uint64_t offset) const {
+    const int64_t numel = drop_.numel();
+    if (numel == 0) return;
+    // Plain softmax (p = 0, no mask wanted): the probabilities go straight to y.
+    const bool plain = drop_.identity() && !mask;
+    if (inner_ == 1) {
+        const int64_t items = (outer_ + block_rows_ - 1) / block_rows_;
+#pragma omp parallel if (numel >= kParallelMin && items > 1)
+        {
+            // Normalized in an L1 scratch, then dropped on the way to y: the dropout's own
+            // pass, whose non-temporal stores need a whole contiguous block to align once.
+            Scratch buf(plain ? 0 : size_t(block_rows_ * len_));
+#pragma omp for schedule(static)
+            for (int64_t item = 0; item < items; ++item) {
+                const int64_t r0 = item * block_rows_;
+                const int64_t rows = std::min(block_rows_, outer_ - r0);
+                const int64_t pos = r0 * len_;
+                if (plain) {
+                    probs_rows(x + pos, rows, y + pos);
+                } else {
+                    probs_rows(x + pos, rows, buf.data());
+                    drop_.forward_range(buf.data(), y + pos, pos, rows * len_, mask, seed, offset);
+                }
+            }
+        }
+        return;
+    }
+    const int64_t per_outer = (inner_ + block_cols_ - 1) / block_cols_;
+    const int64_t items = outer_ * per_outer;
+#pragma omp parallel if (numel >= kParallelMin && items > 1)
+    {
+        Scratch buf(size_t((len_ + 2) * block_cols_));
+        float* p = buf.data();
+        float* m = p + len_ * block_cols_;
+        float* s = m + block_cols_;
+#pragma omp for schedule(static)
+        for (int64_t item = 0; item < items; ++item) {
+            const int64_t j0 = (item % per_outer) * block_cols_;
+            const int64_t width = std::min(block_cols_, inner_ - j0);
+            const int64_t base = (item / per_outer) * len_ * inner_ + j0;
+            probs_cols(x + base, width, p, m, s);
+            for (int64_t l = 0; l < len_; ++l) {
+                const int64_t pos = base + l * inner_;
+                if (plain)
+                    std::memcpy(y + pos, p + l * width, size_t(width) * sizeof(float));
+                else
+                    drop_.forward_range(p + l * width, y + pos, pos, width, mask, seed, offset);
+            }
+        }
+    }
+}
+
+void SoftmaxDropoutPrimitive::backward(const float* dy, const float* src, bool from_x,
+                                       const uint8_t* mask, uint64_t seed, uint64_t offset,
+                                       float* dx) const {
+    const int64_t numel = drop_.numel();
+    if (numel == 0) return;
+    // g = the gradient at softmax's output: dy through the dropout's keep bits and scale.
+    auto dropped = [&](const float* from, float* to, int64_t pos, int64_t n) {
+        if (mask) drop_.apply_mask_range(from, to, pos, n, mask);
+        else drop_.forward_range(from, to, pos, n, nullptr, seed, offset);
+    };
+    if (inner_ == 1) {
+        const int64_t items = (outer_ + block_rows_ - 1) / block_rows_;
+#pragma omp parallel if (numel >= kParallelMin && items > 1)
+        {
+            Scratch g(size_t(block_rows_ * len_)), p(from_x ? size_t(len_) : 0);
+#pragma omp for schedule(static)
+            for (int64_t item = 0; item < items; ++item) {
+                const int64_t r0 = item * block_rows_;
+                const int64_t rows = std::min(block_rows_, outer_ - r0);
+                dropped(dy + r0 * len_, g.data(), r0 * len_, rows * len_);
+                for (int64_t r = r0; r < r0 + rows; ++r) {
+                    const float* pr = src + r * len_;
+                    if (from_x) probs_rows(pr, 1, p.data()), pr = p.data();
+                    const float* gr = g.data() + (r - r0) * len_;
+                    k_.grad_row(pr, gr, len_, k_.dot_row(gr, pr, len_), dx + r * len_);
+                }
+            }
+        }
+        return;
+    }
+    const int64_t per_outer = (inner_ + block_cols_ - 1) / block_cols_;
+    const int64_t items = outer_ * per_outer;
+#pragma omp parallel if (numel >= kParallelMin && items > 1)
+    {
+        const size_t block = size_t(len_ * block_cols_);
+        Scratch buf(2 * block + 2 * size_t(block_cols_));
+        float* g = buf.data();
+        float* p = g + block;
+        float* m = p + block;
+        float* s = m + block_cols_;
+#pragma omp for schedule(static)
+        for (int64_t item = 0; item < items; ++item) {
+            const int64_t j0 = (item % per_outer) * block_cols_;
+            const int64_t width = std::min(block_cols_, inner_ - j0);
+            const int64_t base = (item / per_outer) * len_ * inner_ + j0;
+            for (int64_t l = 0; l < len_; ++l)
+                dropped(dy + base + l * inner_, g + l * width, base + l * inner_, width);
+            // Probability rows: recomputed into p (stride width), or read in place (inner_).
+            int64_t pstride = width;
+            const float* pl = p;
+            if (from_x) probs_cols(src + base, width, p, m, s);
+            else pl = src + base, pstride = inner_;
+            std::fill(s, s + width, 0.0f);
+            for (int64_t l = 0; l < len_; ++l)
+                k_.dot_cols(g + l * width, pl + l * pstride, width, s);
+            for (int64_t l = 0; l < len_; ++l)
+                k_.grad_cols(pl + l * pstride, g + l * width, s, width, dx + base + l * inner_);
+        }
+    }
+}
+
+// ---- matmul -------------------------------------------------------------------------------
+
+MatmulDropoutPrimitive::MatmulDropoutPrimitive(const MatmulDropoutDesc& desc)
+    : k_(fused_kernels_for(desc.dropout.isa)),
+      drop_(f32(desc.dropout)),
+      m_(desc.m),
+      n_(desc.n),
+      k_dim_(desc.k),
+      batches_(int64_t(desc.a_offsets.size())),
+      trans_a_(desc.trans_a),
+      trans_b_(desc.trans_b),
+      bias_(desc.bias),
+      a_off_(desc.a_offsets),
+      b_off_(desc.b_offsets),
+      a_size_(desc.a_size),
+      b_size_(desc.b_size) {
+    if (desc.b_offsets.size() != desc.a_offsets.size() || m_ < 0 || n_ < 0 || k_dim_ < 0)
+        throw std::invalid_argument("matmul_dropout: inconsistent descriptor");
+    if (batches_ * m_ * n_ != drop_.numel())
+        throw std::invalid_argument("matmul_dropout: output shape and m, n, batches differ");
+    for (int64_t i = 0; i < batches_; ++i)
+        if (a_off_[size_t(i)] < 0 || a_off_[size_t(i)] + m_ * k_dim_ > a_size_ ||
+            b_off_[size_t(i)] < 0 || b_off_[size_t(i)] + k_dim_ * n_ > b_size_)
+            throw std::invalid_argument("matmul_dropout: a batch lies outside a or b");
+    if (m_ > INT_MAX || n_ > INT_MAX || k_dim_ > INT_MAX || m_ * k_dim_ > INT_MAX ||
+        k_dim_ * n_ > INT_MAX || m_ * n_ > INT_MAX)
+        throw std::invalid_argument("matmul_dropout: dimensions exceed the 32-bit BLAS interface");
+
+    // A shared b and an unbroadcast, untransposed a: the batches are the rows of one matrix,
+    // and the output's flat index is the same either way.
+    bool fold = !trans_a_ && batches_ > 1 && m_ * batches_ <= INT_MAX;
+    for (int64_t i = 1; fold && i < batches_; ++i)
+        fold = b_off_[size_t(i)] == b_off_[0] && a_off_[size_t(i)] == a_off_[0] + i * m_ * k_dim_;
+    if (fold) {
+        m_ *= batches_;
+        batches_ = 1;
+        a_off_.resize(1);
+        b_off_.resize(1);
+    }
+
+    auto halve = [](int64_t v) { return ((v + 1) / 2 + 15) / 16 * 16; };
+    int64_t r = m_, c = n_;
+    for (;;) {
+        const int64_t count = batches_ * ((m_ + r - 1) / std::max<int64_t>(r, 1)) *
+                              ((n_ + c - 1) / std::max<int64_t>(c, 1));
+        const bool split = r * c > kTileElems ||
+                           (count < 2 && double(m_) * double(n_) * double(k_dim_) >= kSplitFma);
+        if (!split) break;
+        if (c >= r && c > 256) c = halve(c);
+        else if (r > 64) r = halve(r);
+        else if (c > 64) c = halve(c);
+        else break;
+    }
+    tile_rows_ = std::max<int64_t>(r, 1);
+    tile_cols_ = std::max<int64_t>(c, 1);
+}
+
+std::vector<MatmulDropoutPrimitive::Tile> MatmulDropoutPrimitive::tiles(int threads) const {
+    std::vector<Tile> out;
+    if (tile_rows_ >= m_ && tile_cols_ >= n_) {
+        // Whole matrices: consecutive ones with even strides share one strided-batch call.
+        // Grouping never changes bits, so it may follow the thread count.
+        const int64_t per_group = std::max<int64_t>(
+            1, std::min(kGroupElems / std::max<int64_t>(m_ * n_, 1),
+                        (batches_ + threads - 1) / threads));
+        for (int64_t i = 0; i < batches_;) {
+            const size_t at = size_t(i);
+            int64_t count = 1;
+            if (i + 1 < batches_) {
+                const int64_t sa = a_off_[at + 1] - a_off_[at], sb = b_off_[at + 1] - b_off_[at];
+                const bool fits = sa >= 0 && sb >= 0 && sa <= INT_MAX && sb <= INT_MAX;
+                while (fits && count < per_group && i + count < batches_ &&
+                       a_off_[at + size_t(count)] - a_off_[at + size_t(count) - 1] == sa &&
+                       b_off_[at + size_t(count)] - b_off_[at + size_t(count) - 1] == sb)
+                    ++count;
+            }
+            out.push_back(Tile{i, count, 0, 0});
+            i += count;
+        }
+        return out;
+    }
+    // Row tiles innermost: consecutive tiles of one thread reuse b's panel from cache.
+    for (int64_t i = 0; i < batches_; ++i)
+        for (int64_t c = 0; c < n_; c += tile_cols_)
+            for (int64_t r = 0; r < m_; r += tile_rows_) out.push_back(Tile{i, 1, r, c});
+    return out;
+}
+
+void MatmulDropoutPrimitive::run_tile(const Tile& t, const float* a, const float* b,
+                                      const float* bias, float* y, uint8_t* mask, uint64_t seed,
+                                      uint64_t offset) const {
+    const int64_t rows = std::min(tile_rows_, m_ - t.row), cols = std::min(tile_cols_, n_ - t.col);
+    const int64_t K = k_dim_;
+    float* c = y + t.batch * m_ * n_ + t.row * n_ + t.col;
+    if (K == 0) {
+        for (int64_t i = 0; i < t.count; ++i)
+            for (int64_t r = 0; r < rows; ++r)
+                std::fill_n(c + i * m_ * n_ + r * n_, cols, 0.0f);
+    } else {
+        const float* ap = a + a_off_[size_t(t.batch)] + (trans_a_ ? t.row : t.row * K);
+        const float* bp = b + b_off_[size_t(t.batch)] + (trans_b_ ? t.col * K : t.col);
+        const int lda = int(trans_a_ ? m_ : K), ldb = int(trans_b_ ? K : n_);
+        const auto ta = trans_a_ ? CblasTrans : CblasNoTrans;
+        const auto tb = trans_b_ ? CblasTrans : CblasNoTrans;
+        if (t.count == 1) {
+            scipy_cblas_sgemm(CblasRowMajor, ta, tb, int(rows), int(cols), int(K), 1.0f, ap, lda,
+                              bp, ldb, 0.0f, c, int(n_));
+        } else {
+            const int64_t sa = a_off_[size_t(t.batch) + 1] - a_off_[size_t(t.batch)];
+            const int64_t sb = b_off_[size_t(t.batch) + 1] - b_off_[size_t(t.batch)];
+            scipy_cblas_sgemm_batch_strided(CblasRowMajor, ta, tb, int(m_), int(n_), int(K), 1.0f,
+                                            ap, lda, int(sa), bp, ldb, int(sb), 0.0f, c, int(n_),
+                                            int(m_ * n_), int(t.count));
+        }
+    }
+    if (bias_)
+        for (int64_t i = 0; i < t.count; ++i)
+            for (int64_t r = 0; r < rows; ++r)
+                k_.add_cols(c + i * m_ * n_ + r * n_, bias + t.col, cols);
+    if (drop_.identity() && !mask) return;
+    const int64_t pos = t.batch * m_ * n_ + t.row * n_ + t.col;
+    if (cols == n_)  // whole rows (of whole matrices when count > 1): one contiguous range
+        return drop_.forward_range(c, c, pos, t.count * rows * n_, mask, seed, offset);
+    for (int64_t r = 0; r < rows; ++r)
+        drop_.forward_range(c + r * n_, c + r * n_, pos + r * n_, cols, mask, seed, offset);
+}
+
+void MatmulDropoutPrimitive::forward(const float* a, const float* b, const float* bias, float* y,
+                                     uint8_t* mask, uint64_t seed, uint64_t offset) const {
+    if (drop_.numel() == 0) return;
+    const double fma =
+        double(batches_) * double(m_) * double(n_) * double(std::max<int64_t>(k_dim_, 1));
+    const std::vector<Tile> work = tiles(omp_get_max_threads());
+    const int nt = omp_in_parallel() ? 1 : threads_for(fma, kMinFmaPerThread, int64_t(work.size()));
+    // Each tile is one single-threaded OpenBLAS call (its own pool stays at one thread).
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (size_t i = 0; i < work.size(); ++i)
+        run_tile(work[i], a, b, bias, y, mask, seed, offset);
+}
+
+// ---- dispatch -----------------------------------------------------------------------------
+
+const FusedKernels& fused_kernels_for(Isa isa) {
+    switch (isa) {
+        case Isa::avx512: return fused_kernels_avx512();
+        case Isa::avx2: return fused_kernels_avx2();
+        default: return fused_kernels_scalar();
+    }
+}
+
+}  // namespace fusebridge
