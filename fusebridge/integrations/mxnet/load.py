@@ -15,6 +15,7 @@ import onnx_ir as ir
 
 from fusebridge import ir as fir
 from fusebridge.errors import ArgumentError, ModelFormatError, UnsupportedOpError
+from fusebridge.integrations.graph_builder import GraphBuilder
 from fusebridge.integrations.mxnet.params import read_params
 from fusebridge.integrations.mxnet.save import PARAMS_KEY, SYMBOL_KEY
 from fusebridge.integrations.mxnet.symbol import (
@@ -52,24 +53,19 @@ _DTYPES = {
 }
 
 
-class SymbolConverter:
+class SymbolConverter(GraphBuilder):
     def __init__(self, symbol: MXSymbol, params: dict[str, np.ndarray], source: str) -> None:
+        super().__init__()
         self.symbol = symbol
         self.params = params
         self.source = source
         self.values: dict[tuple[int, int], ir.Value] = {}
         self.arrays: dict[ir.Value, np.ndarray] = {}  # values known at load time
         self.zero_states: set[tuple[int, int]] = set()  # _zeros outputs of unknown shape
-        self.nodes: list[ir.Node] = []
-        self.initializers: list[ir.Value] = []
         self.inputs: list[ir.Value] = []
-        self._taken: set[str] = set()
         self.node: MXNode | None = None
 
     # -- names and values -------------------------------------------------------------------
-    def unique(self, name: str) -> str:
-        return fir.unique_name(name, self._taken)
-
     def where(self) -> str:
         n = self.node
         return f"MXNet {n.op} node {n.name!r}" if n else f"MXNet model {self.source}"
@@ -100,51 +96,19 @@ class SymbolConverter:
             return default
         return _PARSERS[kind](raw, self.node.name, key)
 
-    def input_node(self, i: int) -> MXNode:
-        return self.symbol.nodes[self.node.inputs[i][0]]
-
     def array(self, value: ir.Value) -> np.ndarray | None:
         """The value's data when it is known at load time (a parameter, or folded from them)."""
         return self.arrays.get(value)
 
     def const(self, array: np.ndarray, name: str) -> ir.Value:
-        array = np.array(array, order="C")  # ascontiguousarray would make a scalar 1-D
-        t = ir.tensor(array, name=self.unique(name))
-        v = ir.Value(
-            name=t.name, const_value=t, shape=ir.Shape(array.shape), type=ir.TensorType(t.dtype)
-        )
-        self.initializers.append(v)
-        self.arrays[v] = array
-        return v
+        value = super().const(array, name)
+        self.arrays[value] = value.const_value.numpy()
+        return value
 
-    def ints(self, values: Sequence[int], name: str) -> ir.Value:
-        return self.const(np.asarray(values, np.int64), name)
-
-    def add(
-        self,
-        op_type: str,
-        inputs: Sequence[ir.Value | None],
-        attributes: dict[str, object] | None = None,
-        *,
-        name: str | None = None,
-        dtype: ir.DataType | None = None,
-        domain: str = "",
-        num_outputs: int = 1,
-    ) -> ir.Value | tuple[ir.Value, ...]:
-        """Appends a node named after the MXNet node (made unique); its outputs typed `dtype`
-        (default: the first input's). Returns its output, or all outputs."""
-        if domain == fir.DOMAIN:
-            node = fir.node(op_type, inputs, attributes, num_outputs=num_outputs)
-        else:
-            node = ir.node(op_type, list(inputs), attributes, num_outputs=num_outputs)
-        node.name = self.unique(name or f"{self.node.name}/{op_type}")
-        dtype = dtype or (inputs[0].dtype if inputs and inputs[0] is not None else None)
-        for k, out in enumerate(node.outputs):
-            out.name = node.name if k == 0 else f"{node.name}:{k}"
-            if dtype is not None:
-                out.type = ir.TensorType(dtype)
-        self.nodes.append(node)
-        return node.outputs[0] if num_outputs == 1 else tuple(node.outputs)
+    def add(self, op_type: str, inputs, attributes=None, *, name: str | None = None, **kw):
+        """GraphBuilder.add, the node named after the MXNet node by default."""
+        name = name or f"{self.node.name}/{op_type}"
+        return super().add(op_type, inputs, attributes, name=name, **kw)
 
     def define(self, *outputs: ir.Value, known: Sequence[np.ndarray | None] = ()) -> None:
         """The node's outputs 0, 1, ... are `outputs`; `known` their data where it is known."""

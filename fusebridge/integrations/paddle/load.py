@@ -7,13 +7,13 @@ as an explicit input, carried from the feed through the ops that keep LoD (DESIG
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
 import numpy as np
 import onnx_ir as ir
 
 from fusebridge import ir as fir
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
+from fusebridge.integrations.graph_builder import GraphBuilder
 from fusebridge.integrations.paddle.op_converters import CONVERTERS, KEEPS_LOD
 from fusebridge.integrations.paddle.params import read_paddle_model
 from fusebridge.integrations.paddle.program_desc import OpDesc, ProgramDesc
@@ -21,26 +21,21 @@ from fusebridge.integrations.paddle.program_desc import OpDesc, ProgramDesc
 _FEED_FETCH_VAR_TYPES = (9, 10)
 
 
-class ProgramConverter:
+class ProgramConverter(GraphBuilder):
     """Walks block 0 once. Paddle variable names map to the IR value that last wrote them
     (programs may write a name twice), and LoD variables to their offsets value."""
 
     def __init__(self, program: ProgramDesc, params: dict[str, np.ndarray], source: str) -> None:
+        super().__init__()
         self.block = program.blocks[0]
         self.params = params
         self.source = source
         self.values: dict[str, ir.Value] = {}
         self.offsets: dict[str, ir.Value] = {}
-        self.nodes: list[ir.Node] = []
-        self.initializers: list[ir.Value] = []
-        self._taken: set[str] = set()
         self._fetched: set[ir.Value] = set()
         self.op: OpDesc | None = None  # the op being converted, for messages
 
     # -- names and values -------------------------------------------------------------------
-    def unique(self, name: str) -> str:
-        return fir.unique_name(name, self._taken)
-
     def where(self) -> str:
         op = self.op
         return f"paddle op {op.type!r}" if op else f"paddle model {self.source}"
@@ -79,46 +74,6 @@ class ProgramConverter:
                 )
             self.values[var] = self.const(self.params[var], var)
         return self.values[var]
-
-    def const(self, array: np.ndarray, name: str) -> ir.Value:
-        """A new initializer (never a changed shared one)."""
-        array = np.ascontiguousarray(array)
-        t = ir.tensor(array, name=self.unique(name))
-        v = ir.Value(
-            name=t.name, const_value=t, shape=ir.Shape(array.shape), type=ir.TensorType(t.dtype)
-        )
-        self.initializers.append(v)
-        return v
-
-    def ints(self, values: Sequence[int], name: str) -> ir.Value:
-        return self.const(np.asarray(values, np.int64), name)
-
-    # -- building -----------------------------------------------------------------------------
-    def add(
-        self,
-        op_type: str,
-        inputs: Sequence[ir.Value | None],
-        attributes: dict[str, object] | None = None,
-        *,
-        name: str,
-        dtype: ir.DataType | None = None,
-        domain: str = "",
-        num_outputs: int = 1,
-    ) -> ir.Value:
-        """Appends a node; its first output is named `name` (made unique) and typed `dtype`
-        (default: the first input's). Returns that output."""
-        if domain == fir.DOMAIN:
-            node = fir.node(op_type, inputs, attributes, num_outputs=num_outputs)
-        else:
-            node = ir.node(op_type, list(inputs), attributes, num_outputs=num_outputs)
-        out = node.outputs[0]
-        out.name = self.unique(name)
-        dtype = dtype or (inputs[0].dtype if inputs and inputs[0] is not None else None)
-        if dtype is not None:
-            out.type = ir.TensorType(dtype)
-        node.name = out.name
-        self.nodes.append(node)
-        return out
 
     def define(self, var: str, value: ir.Value, offsets: ir.Value | None = None) -> None:
         """Paddle variable `var` is now `value`; its LoD, if any, is `offsets`."""
