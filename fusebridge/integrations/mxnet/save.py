@@ -31,7 +31,8 @@ class _Writer:
         self.source = source
         self.initializers = model.graph.initializers
         self.nodes: list[dict] = []
-        self.entry: dict[tuple[int, int], list[int]] = {}  # old (node, out) -> new entry
+        self.moved: dict[int, int] = {}  # old node -> its copy, outputs in the same places
+        self.entry: dict[tuple[int, int], list[int]] = {}  # old (node, out) -> new, replaced
         self.params: dict[str, np.ndarray] = {}
 
     def add(self, node: dict) -> int:
@@ -43,7 +44,11 @@ class _Writer:
         return [self.add({"op": "null", "name": name, "inputs": []}), 0, 0]
 
     def inputs(self, node: dict) -> list[list[int]]:
-        return [self.entry[(e[0], e[1])] for e in node["inputs"]]
+        return [self.new_entry(e) for e in node["inputs"]]
+
+    def new_entry(self, old: list[int]) -> list[int]:
+        node, out = old[0], old[1]
+        return self.entry.get((node, out)) or [self.moved[node], out, 0]
 
     def weight(self, rnn: str, layer: int, part: str) -> np.ndarray:
         value = self.initializers.get(f"{rnn}/l{layer}/{part}")
@@ -150,10 +155,7 @@ class _Writer:
         self.entry[(index, 1)] = [new, 1, 0]
 
     def keep(self, index: int, node: dict) -> None:
-        copy = {**node, "inputs": self.inputs(node)}
-        new = self.add(copy)
-        for out in range(8):  # MXNet ops have few outputs; unused entries are never read
-            self.entry[(index, out)] = [new, out, 0]
+        self.moved[index] = self.add({**node, "inputs": self.inputs(node)})
 
 
 def save_mxnet(model: ir.Model, prefix: str | os.PathLike) -> tuple[Path, Path]:
@@ -172,14 +174,14 @@ def save_mxnet(model: ir.Model, prefix: str | os.PathLike) -> tuple[Path, Path]:
     writer = _Writer(source, model)
     for index, node in enumerate(source["nodes"]):
         if node["op"] == "null":
-            writer.entry[(index, 0)] = [writer.add(dict(node)), 0, 0]
+            writer.moved[index] = writer.add(dict(node))
         elif node["op"] == "RNN":
             writer.rnn(index, node)
         elif node["op"] == "Dropout":
             writer.dropout(index, node)
         else:
             writer.keep(index, node)
-    nodes, heads = _reachable(writer.nodes, [writer.entry[(h[0], h[1])] for h in source["heads"]])
+    nodes, heads = _reachable(writer.nodes, [writer.new_entry(h) for h in source["heads"]])
     symbol = {
         "nodes": nodes,
         "arg_nodes": [i for i, n in enumerate(nodes) if n["op"] == "null"],
