@@ -33,6 +33,9 @@ class GraphBuilder:
     def ints(self, values: Sequence[int], name: str) -> ir.Value:
         return self.const(np.asarray(values, np.int64), name)
 
+    def cast(self, value: ir.Value, to: ir.DataType, name: str) -> ir.Value:
+        return self.add("Cast", [value], {"to": to}, name=name, dtype=to)
+
     def add(
         self,
         op_type: str,

@@ -241,7 +241,7 @@ def _fully_connected(cx, node: MXNode) -> None:
 
 @converter("Embedding")
 def _embedding(cx, node: MXNode) -> None:
-    ids = cx.add("Cast", [cx.input(0)], {"to": ir.DataType.INT64}, dtype=ir.DataType.INT64)
+    ids = cx.cast(cx.input(0), ir.DataType.INT64, f"{node.name}/ids")
     cx.define(cx.add("Gather", [cx.input(1), ids], {"axis": 0}))
 
 
@@ -299,12 +299,7 @@ def _rnn(cx, node: MXNode) -> None:
     state = None if entry is None or entry in cx.zero_states else cx.values[entry]
     lengths = None
     if cx.attr("use_sequence_length", "bool", False):
-        lengths = cx.add(
-            "Cast",
-            [cx.input(len(node.inputs) - 1)],
-            {"to": ir.DataType.INT64},
-            dtype=ir.DataType.INT64,
-        )
+        lengths = cx.cast(cx.input(len(node.inputs) - 1), ir.DataType.INT64, f"{node.name}/lengths")
     attrs = {
         "direction": "bidirectional" if bidirectional else "forward",
         "linear_before_reset": 1,
@@ -479,7 +474,7 @@ def _steps_grid(cx, x: ir.Value, lengths: ir.Value, axis: int) -> tuple[ir.Value
             cx.const(np.int64(1), "one"),
         ],
     )
-    lens = cx.add("Cast", [lengths], {"to": ir.DataType.INT64}, dtype=ir.DataType.INT64)
+    lens = cx.cast(lengths, ir.DataType.INT64, f"{cx.node.name}/lengths")
     if axis == 0:
         real = cx.add(
             "Less",
@@ -527,7 +522,7 @@ def _sequence_last(cx, node: MXNode) -> None:
     if not cx.attr("use_sequence_length", "bool", False):
         cx.define(cx.add("Gather", [x, cx.const(np.int64(-1), "last")], {"axis": axis}))
         return
-    lens = cx.add("Cast", [cx.input(1)], {"to": ir.DataType.INT64}, dtype=ir.DataType.INT64)
+    lens = cx.cast(cx.input(1), ir.DataType.INT64, f"{node.name}/lengths")
     last = cx.add("Sub", [lens, cx.ints([1], "one")])  # [N]
     # x as [N, T, rest]; the row of sentence n is n * T + last[n].
     batch_major = x if axis == 1 else _swap_axes(cx, x, 0, 1)

@@ -173,9 +173,7 @@ def _cast(cx, op: OpDesc) -> None:
     out = _one(cx, op, "Out", outputs=True)
     to = _choice(cx, op, "out_dtype", tuple(_PADDLE_DTYPES))
     dtype = _PADDLE_DTYPES[to]
-    _out(
-        cx, op, cx.add("Cast", [cx.value(_one(cx, op, "X"))], {"to": dtype}, name=out, dtype=dtype)
-    )
+    _out(cx, op, cx.cast(cx.value(_one(cx, op, "X")), dtype, out))
 
 
 # -- shapes ------------------------------------------------------------------------------------
@@ -195,20 +193,11 @@ def _reshape(cx, op: OpDesc) -> None:
     out = _one(cx, op, "Out", outputs=True)
     if op.inputs.get("ShapeTensor"):
         parts = [
-            cx.add(
-                "Cast",
-                [cx.value(v)],
-                {"to": ir.DataType.INT64},
-                name=f"{out}/dim",
-                dtype=ir.DataType.INT64,
-            )
-            for v in op.inputs["ShapeTensor"]
+            cx.cast(cx.value(v), ir.DataType.INT64, f"{out}/dim") for v in op.inputs["ShapeTensor"]
         ]
         shape = cx.add("Concat", parts, {"axis": 0}, name=f"{out}/shape")
     elif _opt(op, "Shape"):
-        shape = cx.add(
-            "Cast", [cx.value(_opt(op, "Shape"))], {"to": ir.DataType.INT64}, name=f"{out}/shape"
-        )
+        shape = cx.cast(cx.value(_opt(op, "Shape")), ir.DataType.INT64, f"{out}/shape")
     else:
         shape = cx.ints(_attr(cx, op, "shape"), f"{out}/shape")
     # Paddle's 0 copies the input dimension, as ONNX Reshape does with allowzero = 0.
@@ -266,7 +255,7 @@ def _arg_max(cx, op: OpDesc) -> None:
     dtype = int(_attr(cx, op, "dtype", -1))
     if dtype not in (-1, 3):
         to = _PADDLE_DTYPES[_choice(cx, op, "dtype", (2, 3, -1))]
-        y = cx.add("Cast", [y], {"to": to}, name=out, dtype=to)
+        y = cx.cast(y, to, out)
     # No LoD on the output, whatever the axis: Paddle 3.3.1's arg_max drops X's LoD (a LoD
     # feed's arg_max along the features is fetched as a plain tensor).
     _out(cx, op, y)
@@ -411,13 +400,7 @@ def _lod_reset(cx, op: OpDesc) -> None:
         offsets = cx.add(
             "Reshape",
             [
-                cx.add(
-                    "Cast",
-                    [cx.value(yv)],
-                    {"to": ir.DataType.INT64},
-                    name=f"{out}/lod",
-                    dtype=ir.DataType.INT64,
-                ),
+                cx.cast(cx.value(yv), ir.DataType.INT64, f"{out}/lod"),
                 cx.ints([-1], f"{out}/flat"),
             ],
             name=fir.offsets_name(out),
