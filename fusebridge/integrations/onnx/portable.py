@@ -11,7 +11,11 @@ from __future__ import annotations
 import dataclasses
 
 import onnx_ir as ir
-from onnx_ir.passes.common import RemoveUnusedNodesPass, ShapeInferencePass
+from onnx_ir.passes.common import (
+    CommonSubexpressionEliminationPass,
+    RemoveUnusedNodesPass,
+    ShapeInferencePass,
+)
 
 from fusebridge import ir as fir
 from fusebridge.fuse_passes import OptimizeReport, optimize
@@ -108,7 +112,9 @@ def portable(model: ir.Model) -> tuple[ir.Model, PortableReport]:
     padded = to_padded_recurrences(graph)
     cancelled = cancel_reorders(graph)
     lowered = lower_to_standard(graph)
-    RemoveUnusedNodesPass()(model)  # the weights in our layout, now unused
+    # Each lowered op builds its own offsets arithmetic (sentence starts, lengths): one copy.
+    CommonSubexpressionEliminationPass()(model)
+    RemoveUnusedNodesPass()(model)  # and the weights in our layout, now unused
     model.opset_imports.pop(fir.DOMAIN, None)
     ShapeInferencePass()(model)  # types for the values the rewrites made
     return model, PortableReport(report, padded, cancelled, lowered)
