@@ -11,6 +11,7 @@ from importlib.resources import files
 from pathlib import Path
 
 import numpy as np
+import onnx_ir as ir
 
 import fusebridge
 from fusebridge import kernels
@@ -93,6 +94,18 @@ def _op_counts(model) -> str:
     return ", ".join(f"{k} x{v}" for k, v in sorted(counts.items()))
 
 
+def _training(model) -> tuple[object, str]:
+    """A training graph: explicit RNG streams, the dropout fusions, then masks recomputed in
+    the backward (what each step did, as text)."""
+    from fusebridge.fuse_passes import explicit_rng, recompute_dropout_mask
+
+    model = ir.from_proto(ir.to_proto(model))  # explicit_rng rewrites in place
+    streams = explicit_rng(model)
+    optimized, report = fusebridge.optimize(model, "training")
+    masks = recompute_dropout_mask(optimized)
+    return optimized, "\n".join([streams.text(), report.text(), masks.text()])
+
+
 def optimize_command(
     model_path: str, out: str, pipeline: str, explain: bool, portable: bool
 ) -> int:
@@ -103,12 +116,14 @@ def optimize_command(
         if pipeline != "inference":
             raise ArgumentError("optimize: --portable runs the inference pipeline")
         optimized, report = to_portable(model)
+    elif pipeline == "training":
+        optimized, report = _training(model)
     else:
         optimized, report = fusebridge.optimize(model, pipeline)
     print(f"before: {_op_counts(model)}")
     print(f"after:  {_op_counts(optimized)}")
     if explain:
-        print(report.text())
+        print(report if isinstance(report, str) else report.text())
     fusebridge.save_onnx(optimized, out)
     print(f"wrote {out}" + (" (standard ONNX ops only)" if portable else ""))
     return 0

@@ -184,6 +184,18 @@ SCHEMAS: dict[str, OpSchema] = {
             ("X", 1),
         ),
         OpSchema(
+            "DropoutGrad",
+            ("dY", "mask?", "seed?", "offset?"),
+            ("dX",),
+            (_P, _MODE, Attribute("axes", (), doc="mask shared along these axes")),
+            "The backward of a training dropout (Dropout, MatMulDropout, SoftmaxDropout): "
+            "dX = dY * keep * scale. keep comes from the packed mask the forward wrote, or, "
+            "without a mask, is recomputed from the forward's (seed, offset) over dY's shape "
+            "(the pass recompute_dropout_mask: no mask kept between the passes). Give one of "
+            "mask and seed.",
+            output_ranks=("X",),
+        ),
+        OpSchema(
             "MatMulDropout",
             ("A", "B", "bias?", "seed?", "offset?"),
             ("Y", "mask?"),

@@ -123,6 +123,27 @@ def _dropout(
     return run
 
 
+def _dropout_grad(
+    node: ir.Node, attrs: dict, constants: dict[int, np.ndarray], reuse_output: bool
+) -> Run:
+    given = [i < len(node.inputs) and node.inputs[i] is not None for i in (1, 2)]
+    if given[0] == given[1]:
+        raise ArgumentError(
+            f"fusebridge.DropoutGrad {node.name!r}: give one of mask (kept by the forward) and "
+            f"seed (to recompute it), got {'both' if given[0] else 'neither'}"
+        )
+
+    def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        dy, mask, seed, offset = (list(inputs) + [None] * 4)[:4]
+        rng = {"mask": mask} if mask is not None else {"seed": _scalar(seed)}
+        dx = kernels.dropout_backward(
+            dy, attrs["p"], offset=_scalar(offset), axes=attrs["axes"], mode=attrs["mode"], **rng
+        )
+        return [dx]
+
+    return run
+
+
 def _rng_inputs(node: ir.Node, first: int) -> None:
     """Training dropouts draw from an explicit (seed, offset): the seed input is required."""
     if len(node.inputs) <= first or node.inputs[first] is None:
@@ -226,6 +247,7 @@ _PREPARE = {
     "GRU": _gru,
     "FusionGRU": _gru,
     "Dropout": _dropout,
+    "DropoutGrad": _dropout_grad,
     "MatMulDropout": _matmul_dropout,
     "SoftmaxDropout": _softmax_dropout,
     "CRFDecoding": _crf_decoding,

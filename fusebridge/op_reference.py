@@ -56,6 +56,23 @@ class Dropout(_FusebridgeOp):
         return (y.astype(x.dtype), mask)[: len(self.onnx_node.output)]
 
 
+class DropoutGrad(_FusebridgeOp):
+    def _run(self, dy, mask=None, seed=None, offset=None, **_):
+        a = self.attrs()
+        shared = {axis % dy.ndim for axis in a["axes"]}
+        mask_shape = tuple(1 if i in shared else n for i, n in enumerate(dy.shape))
+        if mask is None:  # recomputed: the bits the forward drew over the same shape
+            seed = int(np.asarray(seed).reshape(-1)[0])
+            offset = 0 if offset is None else int(np.asarray(offset).reshape(-1)[0])
+            ones = np.ones(mask_shape, np.float32)
+            mask = reference.dropout(ones, a["p"], seed, offset, mask_shape, a["mode"])[1]
+        keep = reference.unpack_mask(mask, mask_shape)
+        p32 = float(np.float32(a["p"]))
+        upscale = a["mode"] == "upscale_in_train" and p32 < 1.0
+        scale = 1.0 / (1.0 - p32) if upscale else 1.0
+        return (reference.apply(dy, np.broadcast_to(keep, dy.shape), scale),)
+
+
 def _training_dropout(x: np.ndarray, a: dict, seed, offset, n_out: int) -> tuple:
     """reference.dropout of x under the op's p and mode, (y, mask)[:n_out]."""
     seed = int(np.asarray(seed).reshape(-1)[0])
@@ -111,6 +128,7 @@ OPS = [
     GRU,
     FusionGRU,
     Dropout,
+    DropoutGrad,
     MatMulDropout,
     SoftmaxDropout,
     CRFDecoding,

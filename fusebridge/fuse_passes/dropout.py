@@ -72,6 +72,7 @@ class _TrainingDropoutFusion(FusionRule):
             [*inputs, *_dropout_inputs(node)],
             {"p": dropout["p"], "mode": dropout["mode"], **attrs},
             num_outputs=len(node.outputs),
+            name=node.name or "",
         )
         return self.second_output_moved(node, outputs)
 

@@ -1,10 +1,10 @@
 """explicit_rng: a model's random state becomes explicit inputs and an output.
 
 A training dropout without a seed input (fusebridge Dropout with is_test = 0, or a fused
-dropout: any fusebridge op whose schema has seed? and offset? inputs) draws from a generator
-the graph does not show. This pass gives the graph the int64 scalar inputs `rng_seed` and
-`rng_offset` and the int64 scalar output `rng_offset_out`, and gives every such op
-seed = rng_seed and an offset of its own (shared/reference/rng.md, "Streams and keys").
+dropout: any fusebridge op whose schema has seed? and offset? inputs and a mask? output) draws
+from a generator the graph does not show. This pass gives the graph the int64 scalar inputs
+`rng_seed` and `rng_offset` and the int64 scalar output `rng_offset_out`, and gives every such
+op seed = rng_seed and an offset of its own (shared/reference/rng.md, "Streams and keys").
 Dropouts that already have a seed input keep it and take no offset; is_test dropouts draw
 nothing.
 
@@ -62,9 +62,13 @@ class RngReport:
 
 def _rng_slots(node: ir.Node) -> tuple[int, int] | None:
     """(seed, offset) input positions of a fusebridge op that draws random numbers now
-    (Dropout with is_test 0, and the fused dropouts: any schema with seed? and offset?)."""
+    (Dropout with is_test 0, and the fused dropouts: any schema with seed? and offset? inputs
+    and a mask? output). DropoutGrad takes seed and offset too, but only to redraw its
+    forward's bits: it gets the forward's stream (recompute_dropout_mask), never its own."""
     schema = fir.SCHEMAS.get(node.op_type) if fir.is_fusebridge(node) else None
     if schema is None or not {"seed?", "offset?"} <= set(schema.inputs):
+        return None
+    if "mask?" not in schema.outputs:
         return None
     if any(a.name == "is_test" for a in schema.attributes):
         if schema.attribute_values(node)["is_test"]:

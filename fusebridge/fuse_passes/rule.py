@@ -77,18 +77,23 @@ class FusionRule(pattern.RewriteRuleClassBase):
         return op.initializer(ir.tensor(np.ascontiguousarray(array), name=name), name=name)
 
     def fusebridge_node(
-        self, op, op_type: str, inputs: list, attrs: dict, num_outputs: int = 1
+        self, op, op_type: str, inputs: list, attrs: dict, num_outputs: int = 1, name: str = ""
     ) -> ir.Value | tuple[ir.Value, ...]:
+        """The new node; `name` keeps the name of the node it replaces (the one reports and
+        explicit_rng's streams call it by), instead of the rewriter's node_<op>_<k>."""
         while inputs and inputs[-1] is None:
             inputs.pop()
         self.fired += 1
-        return getattr(op, op_type)(
+        outputs = getattr(op, op_type)(
             *inputs,
             _domain=fir.DOMAIN,
             _version=fir.DOMAIN_VERSION,
             _outputs=num_outputs,
             **attrs,
         )
+        if name:
+            (outputs[0] if num_outputs > 1 else outputs).producer().name = name
+        return outputs
 
     @staticmethod
     def second_output_moved(old: ir.Node, outputs: ir.Value | tuple[ir.Value, ...]) -> ir.Value:

@@ -2,7 +2,12 @@
 
 Read without importing paddle. feed/fetch ops become graph inputs/outputs; a LoD feed or fetch
 `x` becomes the pair `x` + `x.offsets`; every op that needs sentence boundaries gets the offsets
-as an explicit input, carried from the feed through the ops that keep LoD (DESIGN.md 3)."""
+as an explicit input, carried from the feed through the ops that keep LoD (DESIGN.md 3).
+
+A training program (the forward ops plus those paddle.static.append_backward adds, saved
+without feed and fetch ops) is read too: its inputs are the paddle.static.data variables, its
+outputs the loss and the parameters' gradients (`w@GRAD`); grad_converters.py converts the
+backward ops."""
 
 from __future__ import annotations
 
@@ -14,9 +19,10 @@ import onnx_ir as ir
 from fusebridge import ir as fir
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.graph_builder import GraphBuilder
+from fusebridge.integrations.paddle import grad_converters  # noqa: F401 (registers them)
 from fusebridge.integrations.paddle.op_converters import CONVERTERS, KEEPS_LOD
 from fusebridge.integrations.paddle.params import read_paddle_model
-from fusebridge.integrations.paddle.program_desc import OpDesc, ProgramDesc
+from fusebridge.integrations.paddle.program_desc import BlockDesc, OpDesc, ProgramDesc
 
 _FEED_FETCH_VAR_TYPES = (9, 10)
 
@@ -34,6 +40,8 @@ class ProgramConverter(GraphBuilder):
         self.offsets: dict[str, ir.Value] = {}
         self._fetched: set[ir.Value] = set()
         self.op: OpDesc | None = None  # the op being converted, for messages
+        # Every variable some op reads (a dropout makes its mask only when one reads it).
+        self.read = {v for op in self.block.ops for names in op.inputs.values() for v in names}
 
     # -- names and values -------------------------------------------------------------------
     def where(self) -> str:
@@ -109,22 +117,28 @@ class ProgramConverter(GraphBuilder):
                 + "; ".join(listed.values())
                 + f". Supported: {', '.join(sorted(CONVERTERS))}"
             )
-        inputs: list[tuple[int, ir.Value]] = []
+        training = is_training_program(self.block)
+        inputs: list[tuple[int, list[ir.Value]]] = []
         outputs: list[tuple[int, list[ir.Value]]] = []
+        if training and not any(op.type == "feed" for op in ops):
+            inputs = [(k, self._input(var)) for k, var in enumerate(_data_vars(self.block))]
         for op in ops:
             self.op = op
             if op.type == "feed":
-                inputs += self._feed(op)
+                inputs.append((int(op.attrs.get("col", 0)), self._input(op.outputs["Out"][0])))
             elif op.type == "fetch":
-                outputs.append(self._fetch(op))
+                outputs.append(self._fetch(op.inputs["X"][0], int(op.attrs.get("col", 0))))
             else:
                 CONVERTERS[op.type](self, op)
                 self._carry_lod(op)
         self.op = None
+        if training and not outputs:
+            outputs = [self._fetch(v, k) for k, v in enumerate(self._training_results())]
         if not inputs or not outputs:
             raise ModelFormatError(
                 f"paddle model {self.source}: the program has no feed or no fetch op; save it "
-                "with paddle.static.save_inference_model"
+                "with paddle.static.save_inference_model (or, for a training program, with "
+                "the ops paddle.static.append_backward adds)"
             )
         graph_inputs = [v for _, pair in sorted(inputs, key=lambda p: p[0]) for v in pair]
         graph_outputs = [v for _, pair in sorted(outputs, key=lambda p: p[0]) for v in pair]
@@ -138,8 +152,8 @@ class ProgramConverter(GraphBuilder):
         )
         return ir.Model(graph, ir_version=fir.IR_VERSION, producer_name="fusebridge")
 
-    def _feed(self, op: OpDesc) -> list[tuple[int, list[ir.Value]]]:
-        (var,) = op.outputs["Out"]
+    def _input(self, var: str) -> list[ir.Value]:
+        """The graph input(s) for fed variable `var`: its data, and its offsets with LoD."""
         desc = self.block.vars.get(var)
         if desc is None or desc.dtype is None:
             raise ModelFormatError(f"paddle feed {var!r}: no VarDesc with a data type")
@@ -161,15 +175,28 @@ class ProgramConverter(GraphBuilder):
         self.values[var] = value
         if offsets is not None:
             self.offsets[var] = offsets
-        return [(int(op.attrs.get("col", 0)), pair)]
+        return pair
 
-    def _fetch(self, op: OpDesc) -> tuple[int, list[ir.Value]]:
-        (var,) = op.inputs["X"]
+    def _fetch(self, var: str, col: int) -> tuple[int, list[ir.Value]]:
         value = self._as_output(self.value(var), var)
         pair = [value]
         if var in self.offsets:
             pair.append(self._as_output(self.offsets[var], fir.offsets_name(value.name)))
-        return int(op.attrs.get("col", 0)), pair
+        return col, pair
+
+    def _training_results(self) -> list[str]:
+        """What a training program without fetch ops returns: the loss (whose gradient the
+        backward starts from: a fill_constant with the Loss role writes `loss@GRAD`), then
+        the gradient of every parameter that has one, by parameter name."""
+        losses = [
+            name[: -len(GRAD_SUFFIX)]
+            for op in self.block.ops
+            if op.type == "fill_constant" and int(op.attrs.get("op_role", 0)) & _LOSS_ROLE
+            for name in op.outputs.get("Out", ())
+            if name.endswith(GRAD_SUFFIX)
+        ]
+        grads = [p + GRAD_SUFFIX for p in sorted(self.params) if p + GRAD_SUFFIX in self.values]
+        return [v for v in losses if v in self.values] + grads
 
     def _as_output(self, value: ir.Value, name: str) -> ir.Value:
         """`value` as a graph output named `name`. Callers find a fetch by its Paddle variable's
@@ -208,6 +235,29 @@ class ProgramConverter(GraphBuilder):
             for var in names:
                 if var in self.values and var not in self.offsets:
                     self.offsets[var] = offsets
+
+
+GRAD_SUFFIX = "@GRAD"
+# OpRole bits (paddle/fluid/framework/op_proto_maker.h): Backward = 1, Loss = 0x100.
+_BACKWARD_ROLE, _LOSS_ROLE = 0x1, 0x100
+
+
+def is_training_program(block: BlockDesc) -> bool:
+    """Whether the block holds the ops paddle.static.append_backward adds."""
+    return any(int(op.attrs.get("op_role", 0)) & _BACKWARD_ROLE for op in block.ops)
+
+
+def _data_vars(block: BlockDesc) -> list[str]:
+    """The variables paddle.static.data declared that some op reads, in order of first read:
+    the inputs of a training program (it has no feed ops)."""
+    order: dict[str, None] = {}
+    for op in block.ops:
+        for names in op.inputs.values():
+            for var in names:
+                desc = block.vars.get(var)
+                if desc is not None and desc.need_check_feed:
+                    order.setdefault(var)
+    return list(order)
 
 
 def load_paddle(path: str | os.PathLike) -> ir.Model:

@@ -100,23 +100,31 @@ for _paddle_op, _onnx_op in (("relu", "Relu"), ("tanh", "Tanh"), ("sigmoid", "Si
     converter(_paddle_op)(_unary(_onnx_op))
 
 
-@converter("elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div")
-def _elementwise(cx, op: OpDesc) -> None:
-    # Paddle aligns Y with X's dimensions starting at `axis` (-1: at the end, as numpy does);
-    # trailing ones on Y make numpy's right-aligned broadcasting do the same. When X has the
-    # lower rank, Paddle places X inside Y's dimensions the same way.
-    xv, yv = _one(cx, op, "X"), _one(cx, op, "Y")
-    x_rank, y_rank = cx.rank_of(xv), cx.rank_of(yv)
+def elementwise_placement(cx, op: OpDesc) -> tuple[int, int, int]:
+    """(k, rank of the placed operand, trailing ones it needs) for an elementwise op.
+
+    Paddle aligns Y with X's dimensions starting at `axis` (-1: at the end, as numpy does);
+    trailing ones on Y make numpy's right-aligned broadcasting do the same. When X has the
+    lower rank, Paddle places X inside Y's dimensions the same way: k is the operand placed,
+    X (0) or Y (1)."""
+    x_rank, y_rank = cx.rank_of(_one(cx, op, "X")), cx.rank_of(_one(cx, op, "Y"))
     axis = int(_attr(cx, op, "axis", -1))
-    k = 0 if x_rank < y_rank else 1  # the operand placed: X (0) or Y (1)
-    var, rank, big_rank = (xv, x_rank, y_rank) if k == 0 else (yv, y_rank, x_rank)
+    k = 0 if x_rank < y_rank else 1
+    rank, big_rank = (x_rank, y_rank) if k == 0 else (y_rank, x_rank)
     trailing = 0 if axis == -1 else big_rank - axis - rank
     if trailing < 0 or axis < -1:
         raise UnsupportedOpError(
             f"{cx.where()}: axis {axis} does not place {'XY'[k]} (rank {rank}) inside "
             f"{'YX'[k]} (rank {big_rank})"
         )
-    out = _one(cx, op, "Out", outputs=True)
+    return k, rank, trailing
+
+
+def elementwise_operands(cx, op: OpDesc, out: str) -> list[ir.Value]:
+    """X and Y as values that broadcast the numpy way (the placed one with its trailing ones)."""
+    xv, yv = _one(cx, op, "X"), _one(cx, op, "Y")
+    k, rank, trailing = elementwise_placement(cx, op)
+    var = (xv, yv)[k]
     if trailing and cx.is_param(var):
         p = cx.param(var)
         placed = cx.const(p.reshape(p.shape + (1,) * trailing), f"{var}/aligned")
@@ -125,7 +133,13 @@ def _elementwise(cx, op: OpDesc) -> None:
         placed = cx.add("Unsqueeze", [cx.value(var), axes], name=f"{out}/{'xy'[k]}")
     else:
         placed = cx.value(var)
-    operands = [placed, cx.value(yv)] if k == 0 else [cx.value(xv), placed]
+    return [placed, cx.value(yv)] if k == 0 else [cx.value(xv), placed]
+
+
+@converter("elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div")
+def _elementwise(cx, op: OpDesc) -> None:
+    out = _one(cx, op, "Out", outputs=True)
+    operands = elementwise_operands(cx, op, out)
     onnx_op = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div"}[op.type.split("_")[1]]
     _out(cx, op, cx.add(onnx_op, operands, name=out))
 
@@ -459,9 +473,33 @@ def _dropout(cx, op: OpDesc) -> None:
         "mode": mode,
         "is_test": int(bool(_attr(cx, op, "is_test", False))),
     }
-    _out(
-        cx, op, cx.add("Dropout", [cx.value(_one(cx, op, "X"))], attrs, name=out, domain=fir.DOMAIN)
-    )
+    inputs = [cx.value(_one(cx, op, "X"))]
+    if not attrs["is_test"]:
+        # Paddle's order: a Seed tensor, else the seed attribute with fix_seed, else its global
+        # generator (no seed input here: explicit_rng gives the op a stream).
+        if _opt(op, "Seed"):
+            seed = cx.cast(cx.value(_opt(op, "Seed")), ir.DataType.INT64, f"{out}/seed64")
+            inputs.append(cx.add("Reshape", [seed, cx.ints([], f"{out}/0d")], name=f"{out}/seed"))
+        elif _attr(cx, op, "fix_seed", False):
+            seed = np.array(int(_attr(cx, op, "seed", 0)), np.int64)
+            inputs.append(cx.const(seed, f"{out}/seed"))
+    # The Mask (uint8, one byte a value in Paddle) is our packed 1-bit mask: made only when an
+    # op reads it (dropout_grad in a training program).
+    mask = op.outputs.get("Mask", ())
+    if attrs["is_test"] or not mask or mask[0] not in cx.read:
+        _out(cx, op, cx.add("Dropout", inputs, attrs, name=out, domain=fir.DOMAIN))
+        return
+    y, packed = cx.add("Dropout", inputs, attrs, name=out, domain=fir.DOMAIN, num_outputs=2)
+    packed.type = ir.TensorType(ir.DataType.UINT8)
+    _out(cx, op, y)
+    cx.define(mask[0], packed)
+
+
+@converter("mean", lod=None)
+def _mean(cx, op: OpDesc) -> None:
+    out = _one(cx, op, "Out", outputs=True)
+    x = cx.value(_one(cx, op, "X"))
+    _out(cx, op, cx.add("ReduceMean", [x], {"keepdims": 0}, name=out))
 
 
 def _gru_attributes(cx, op: OpDesc) -> dict[str, object]:

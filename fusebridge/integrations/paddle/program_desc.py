@@ -56,6 +56,8 @@ class VarDesc:
     shape: tuple[int, ...]  # -1 = unknown
     lod_level: int
     persistable: bool
+    # Set on the variables paddle.static.data declares: what a training program is fed.
+    need_check_feed: bool = False
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,7 @@ _VAR: _Table = {
     1: ("name", "string", False),
     2: ("type", "msg", False),
     3: ("persistable", "bool", False),
+    4: ("need_check_feed", "bool", False),
 }
 _VAR_TYPE: _Table = {
     1: ("type", "int32", False),
@@ -317,6 +320,7 @@ def _var(buf: bytes | memoryview, span: _Span, where: str) -> VarDesc:
         shape=shape,
         lod_level=lod_level,
         persistable=fields.get("persistable", False),
+        need_check_feed=fields.get("need_check_feed", False),
     )
 
 

@@ -1,0 +1,274 @@
+"""Converters for the backward ops paddle.static.append_backward adds to a training program:
+each `*_grad` op becomes the ONNX ops of its formula, and `dropout_grad` our DropoutGrad over
+the packed mask its forward dropout kept (the pass recompute_dropout_mask can then drop it).
+
+A gradient slot Paddle leaves empty (a variable that stops gradient) produces nothing. Where an
+operand was broadcast in the forward, its gradient is summed over the broadcast axes: the
+leading and trailing axes its rank and Paddle's `axis` leave out, and the axes its declared
+shape (VarDesc, or the parameter's data) gives size 1. A size -1 (known only at run time) is
+taken to match the other operand's, as Paddle's own InferShape does when it cannot check."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from fusebridge import ir as fir
+from fusebridge.errors import UnsupportedOpError
+from fusebridge.integrations.paddle.op_converters import (
+    _PADDLE_DTYPES,
+    _attr,
+    _choice,
+    _one,
+    _weight_2d,
+    converter,
+    elementwise_operands,
+    elementwise_placement,
+)
+from fusebridge.integrations.paddle.program_desc import OpDesc
+
+_GRAD = "@GRAD"
+
+
+def _target(op: OpDesc, slot: str) -> str | None:
+    """The variable a gradient output slot writes, or None when Paddle left it empty."""
+    names = op.outputs.get(slot, ())
+    return names[0] if names else None
+
+
+def _declared_shape(cx, var: str) -> tuple[int, ...]:
+    if cx.is_param(var):
+        return cx.param(var).shape
+    desc = cx.block.vars.get(var)
+    return desc.shape if desc is not None else ()
+
+
+def _sum_to(cx, grad: ir.Value, var: str, lead: int, trailing: int, name: str) -> ir.Value:
+    """grad, of the broadcast result's rank, summed down to the shape of operand `var` that
+    the forward placed after `lead` axes and before `trailing` ones."""
+    rank = lead + cx.rank_of(var) + trailing
+    outer = list(range(lead)) + list(range(rank - trailing, rank))
+    if outer:
+        grad = cx.add(
+            "ReduceSum", [grad, cx.ints(outer, f"{name}/outer")], {"keepdims": 0}, name=f"{name}/o"
+        )
+    inner = [i for i, d in enumerate(_declared_shape(cx, var)) if d == 1]
+    if inner:
+        grad = cx.add(
+            "ReduceSum", [grad, cx.ints(inner, f"{name}/ones")], {"keepdims": 1}, name=f"{name}/i"
+        )
+    return grad
+
+
+def _last_two_swapped(cx, value: ir.Value, rank: int, name: str) -> ir.Value:
+    perm = [*range(rank - 2), rank - 1, rank - 2]
+    return cx.add("Transpose", [value], {"perm": perm}, name=name)
+
+
+# -- the loss and its reduction ------------------------------------------------------------
+@converter("fill_constant", lod=None)
+def _fill_constant(cx, op: OpDesc) -> None:
+    for slot in ("ShapeTensor", "ShapeTensorList", "ValueTensor"):
+        if op.inputs.get(slot):
+            raise UnsupportedOpError(
+                f"{cx.where()}: input {slot} (a shape or value computed in the graph) is not "
+                "supported; only the shape and value attributes"
+            )
+    dtype = _PADDLE_DTYPES[_choice(cx, op, "dtype", tuple(_PADDLE_DTYPES))]
+    shape = [int(d) for d in _attr(cx, op, "shape", [])]
+    if any(d < 0 for d in shape):
+        raise UnsupportedOpError(f"{cx.where()}: shape {shape} has a size known only at run time")
+    text = _attr(cx, op, "str_value", "")  # Paddle's exact spelling of the value, when given
+    value = float(text) if text else float(_attr(cx, op, "value", 0.0))
+    out = _one(cx, op, "Out", outputs=True)
+    cx.define(out, cx.const(np.full(shape, value, dtype.numpy()), out))
+
+
+@converter("mean_grad", lod=None)
+def _mean_grad(cx, op: OpDesc) -> None:
+    target = _target(op, "X@GRAD")
+    if target is None:
+        return
+    x, dout = cx.value(_one(cx, op, "X")), cx.value(_one(cx, op, "Out@GRAD"))
+    count = cx.cast(
+        cx.add("Size", [x], name=f"{target}/size", dtype=ir.DataType.INT64),
+        dout.dtype,
+        f"{target}/count",
+    )
+    share = cx.add("Div", [dout, count], name=f"{target}/share")
+    shape = cx.add("Shape", [x], name=f"{target}/shape", dtype=ir.DataType.INT64)
+    cx.define(target, cx.add("Expand", [share, shape], name=target))
+
+
+# -- activations: the gradient from the forward's output -------------------------------------
+@converter("tanh_grad", "sigmoid_grad", "relu_grad", lod=None)
+def _activation_grad(cx, op: OpDesc) -> None:
+    target = _target(op, "X@GRAD")
+    if target is None:
+        return
+    y, dout = cx.value(_one(cx, op, "Out")), cx.value(_one(cx, op, "Out@GRAD"))
+    one = cx.const(np.array(1, y.dtype.numpy()), f"{target}/1")
+    if op.type == "relu_grad":  # dy where y > 0
+        zero = cx.const(np.array(0, y.dtype.numpy()), f"{target}/0")
+        positive = cx.add("Greater", [y, zero], name=f"{target}/pos", dtype=ir.DataType.BOOL)
+        cx.define(target, cx.add("Where", [positive, dout, zero], name=target, dtype=dout.dtype))
+        return
+    if op.type == "tanh_grad":  # dy * (1 - y^2)
+        square = cx.add("Mul", [y, y], name=f"{target}/y2")
+        slope = cx.add("Sub", [one, square], name=f"{target}/slope")
+    else:  # sigmoid: dy * y * (1 - y)
+        rest = cx.add("Sub", [one, y], name=f"{target}/1-y")
+        slope = cx.add("Mul", [y, rest], name=f"{target}/slope")
+    cx.define(target, cx.add("Mul", [dout, slope], name=target))
+
+
+@converter("softmax_grad", lod=None)
+def _softmax_grad(cx, op: OpDesc) -> None:
+    # dx = y * (dy - sum(dy * y) along the axis)
+    target = _target(op, "X@GRAD")
+    if target is None:
+        return
+    y, dout = cx.value(_one(cx, op, "Out")), cx.value(_one(cx, op, "Out@GRAD"))
+    axis = int(_attr(cx, op, "axis", -1))
+    weighted = cx.add("Mul", [dout, y], name=f"{target}/dy*y")
+    total = cx.add(
+        "ReduceSum",
+        [weighted, cx.ints([axis], f"{target}/axis")],
+        {"keepdims": 1},
+        name=f"{target}/sum",
+    )
+    centred = cx.add("Sub", [dout, total], name=f"{target}/centred")
+    cx.define(target, cx.add("Mul", [y, centred], name=target))
+
+
+# -- elementwise and products ------------------------------------------------------------
+@converter("elementwise_add_grad", "elementwise_sub_grad", "elementwise_mul_grad", lod=None)
+def _elementwise_grad(cx, op: OpDesc) -> None:
+    dout = cx.value(_one(cx, op, "Out@GRAD"))
+    k, rank, trailing = elementwise_placement(cx, op)
+    big_rank = cx.rank_of(_one(cx, op, "XY"[1 - k]))
+    kind = op.type.split("_")[1]
+    operands = None
+    for i, slot in enumerate(("X@GRAD", "Y@GRAD")):
+        target = _target(op, slot)
+        if target is None:
+            continue
+        grad = dout
+        if kind == "sub" and i == 1:
+            grad = cx.add("Neg", [dout], name=f"{target}/neg")
+        elif kind == "mul":  # d(x*y)/dx = y, broadcast as in the forward
+            operands = operands or elementwise_operands(cx, op, f"{target}/operands")
+            grad = cx.add("Mul", [dout, operands[1 - i]], name=f"{target}/prod")
+        placed = i == k
+        lead = big_rank - rank - trailing if placed else 0
+        var = _one(cx, op, "XY"[i])
+        grad = _sum_to(cx, grad, var, lead, trailing if placed else 0, target)
+        cx.define(target, grad if grad is not dout else cx.add("Identity", [dout], name=target))
+
+
+@converter("mul_grad", lod=None)
+def _mul_grad(cx, op: OpDesc) -> None:
+    # out2d = x2d @ y2d: dx2d = dout2d @ y2d^T, dy2d = x2d^T @ dout2d, reshaped back.
+    xv, yv = _one(cx, op, "X"), _one(cx, op, "Y")
+    x_cols = int(_attr(cx, op, "x_num_col_dims", 1))
+    y_cols = int(_attr(cx, op, "y_num_col_dims", 1))
+    dx_var, dy_var = _target(op, "X@GRAD"), _target(op, "Y@GRAD")
+    name = dx_var or dy_var
+    if name is None:
+        return
+    dout2d = cx.add(
+        "Flatten", [cx.value(_one(cx, op, "Out@GRAD"))], {"axis": x_cols}, name=f"{name}/dout2d"
+    )
+    if dx_var:
+        y2d = _weight_2d(cx, yv, y_cols, dx_var)
+        dx2d = cx.add("Gemm", [dout2d, y2d], {"transB": 1}, name=f"{dx_var}/2d")
+        shape = cx.add("Shape", [cx.value(xv)], name=f"{dx_var}/shape", dtype=ir.DataType.INT64)
+        cx.define(dx_var, cx.add("Reshape", [dx2d, shape], name=dx_var))
+    if dy_var:
+        x2d = cx.add("Flatten", [cx.value(xv)], {"axis": x_cols}, name=f"{dy_var}/x2d")
+        dy2d = cx.add("Gemm", [x2d, dout2d], {"transA": 1}, name=f"{dy_var}/2d")
+        shape = cx.add("Shape", [cx.value(yv)], name=f"{dy_var}/shape", dtype=ir.DataType.INT64)
+        cx.define(dy_var, cx.add("Reshape", [dy2d, shape], name=dy_var))
+
+
+def _matmul_grad(cx, op: OpDesc, tx: str, ty: str, alpha: float) -> None:
+    xv, yv, dv = _one(cx, op, "X"), _one(cx, op, "Y"), _one(cx, op, "Out@GRAD")
+    ranks = {v: cx.rank_of(v) for v in (xv, yv)}
+    if min(ranks.values()) < 2:
+        raise UnsupportedOpError(f"{cx.where()}: 1-D operands are not supported, got {ranks}")
+    trans_x, trans_y = bool(_attr(cx, op, tx, False)), bool(_attr(cx, op, ty, False))
+    values = {xv: cx.value(xv), yv: cx.value(yv), dv: cx.value(dv)}
+    out_rank = max(ranks.values())
+
+    def swapped(var: str, name: str) -> ir.Value:
+        return _last_two_swapped(cx, values[var], ranks.get(var, out_rank), f"{name}/{var}T")
+
+    # out = op(x) @ op(y) gives d op(x) = dout @ op(y)^T and d op(y) = op(x)^T @ dout; undoing
+    # op() leaves one product each: (left, transposed?, right, transposed?).
+    products = {
+        xv: (yv, trans_y, dv, True) if trans_x else (dv, False, yv, not trans_y),
+        yv: (dv, True, xv, trans_x) if trans_y else (xv, not trans_x, dv, False),
+    }
+    for var, slot in ((xv, "X@GRAD"), (yv, "Y@GRAD")):
+        target = _target(op, slot)
+        if target is None:
+            continue
+        a, ta, b, tb = products[var]
+        left = swapped(a, target) if ta else values[a]
+        right = swapped(b, target) if tb else values[b]
+        grad = cx.add("MatMul", [left, right], name=f"{target}/matmul")
+        if alpha != 1.0:
+            scale = cx.const(np.array(alpha, grad.dtype.numpy()), f"{target}/alpha")
+            grad = cx.add("Mul", [grad, scale], name=f"{target}/scaled")
+        grad = _sum_to(cx, grad, var, out_rank - ranks[var], 0, target)
+        cx.define(target, grad)
+
+
+@converter("matmul_v2_grad", lod=None)
+def _matmul_v2_grad(cx, op: OpDesc) -> None:
+    _matmul_grad(cx, op, "trans_x", "trans_y", 1.0)
+
+
+@converter("matmul_grad", lod=None)
+def _matmul_v1_grad(cx, op: OpDesc) -> None:
+    _matmul_grad(cx, op, "transpose_X", "transpose_Y", float(_attr(cx, op, "alpha", 1.0)))
+
+
+@converter("transpose2_grad", lod=None)
+def _transpose_grad(cx, op: OpDesc) -> None:
+    target = _target(op, "X@GRAD")
+    if target is None:
+        return
+    perm = [int(a) for a in _attr(cx, op, "axis")]
+    inverse = [int(i) for i in np.argsort(perm)]
+    dout = cx.value(_one(cx, op, "Out@GRAD"))
+    cx.define(target, cx.add("Transpose", [dout], {"perm": inverse}, name=target))
+
+
+# -- dropout -----------------------------------------------------------------------------
+@converter("dropout_grad", lod=None)
+def _dropout_grad(cx, op: OpDesc) -> None:
+    target = _target(op, "X@GRAD")
+    if target is None:
+        return
+    if _attr(cx, op, "is_test", False):
+        raise UnsupportedOpError(f"{cx.where()}: is_test = true has no backward")
+    mask_var = _one(cx, op, "Mask")
+    mask = cx.value(mask_var)
+    producer = mask.producer()
+    if producer is None or producer.domain != fir.DOMAIN or producer.op_type != "Dropout":
+        raise UnsupportedOpError(
+            f"{cx.where()}: Mask {mask_var!r} must be the Mask output of a training dropout op"
+        )
+    attrs = {
+        "p": float(_attr(cx, op, "dropout_prob", 0.5)),
+        "mode": _choice(
+            cx,
+            op,
+            "dropout_implementation",
+            ("downgrade_in_infer", "upscale_in_train"),
+            "downgrade_in_infer",
+        ),
+    }
+    dout = cx.value(_one(cx, op, "Out@GRAD"))
+    cx.define(target, cx.add("DropoutGrad", [dout, mask], attrs, name=target, domain=fir.DOMAIN))

@@ -1,0 +1,122 @@
+"""DropoutGrad and recompute_dropout_mask on hand-built graphs: producer -> Dropout (mask kept)
+-> y, and DropoutGrad(dy, mask) -> dx. The oracle for dx is dy * keep * scale with keep drawn
+by kernels/reference.py's Philox from the same (seed, offset); a whole Paddle training program
+is in tests/integrations/paddle/test_training_program.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import fusebridge as fb
+from fusebridge.fuse_passes import recompute_dropout_mask
+from fusebridge.kernels import reference
+
+DOMAIN = fb.ir.DOMAIN
+SEED, OFFSET = 2**63 + 11, 2**40 + 5
+X = np.random.default_rng(1).standard_normal((2, 3, 8)).astype(np.float32)
+DY = np.random.default_rng(2).standard_normal((2, 3, 8)).astype(np.float32)
+
+
+def _model(producer: str, *, p=0.25, mode="upscale_in_train", axes=(), grad_p=None) -> ir.Model:
+    """x [2, 3, 8] -> producer -> Dropout(seed, offset) -> y; DropoutGrad(dy, mask) -> dx."""
+    inits = [
+        numpy_helper.from_array(np.eye(8, dtype=np.float32)[::-1].copy(), "w"),
+        numpy_helper.from_array(np.array(SEED - 2**64, np.int64), "seed"),
+        numpy_helper.from_array(np.array(OFFSET, np.int64), "offset"),
+    ]
+    nodes = {
+        "none": [helper.make_node("Identity", ["x"], ["h"])],
+        "matmul": [helper.make_node("MatMul", ["x", "w"], ["h"])],
+        "softmax": [helper.make_node("Softmax", ["x"], ["h"], axis=-1)],
+    }[producer]
+    attrs = {"p": p, "mode": mode} | ({"axes": list(axes)} if axes else {})
+    nodes.append(
+        helper.make_node(
+            "Dropout", ["h", "seed", "offset"], ["y", "mask"], "drop", domain=DOMAIN, **attrs
+        )
+    )
+    grad_attrs = attrs | ({"p": grad_p} if grad_p is not None else {})
+    nodes.append(
+        helper.make_node("DropoutGrad", ["dy", "mask"], ["dx"], "grad", domain=DOMAIN, **grad_attrs)
+    )
+    value = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, 3, 8])  # noqa: E731
+    graph = helper.make_graph(
+        nodes, "g", [value("x"), value("dy")], [value("y"), value("dx")], inits
+    )
+    proto = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(DOMAIN, 1)]
+    )
+    proto.ir_version = 8
+    return ir.from_proto(proto)
+
+
+def _expected_dx(p: float, mode: str, axes=()) -> np.ndarray:
+    mask_shape = tuple(1 if i in axes else n for i, n in enumerate(DY.shape))
+    _, packed = reference.dropout(DY, p, SEED, OFFSET, mask_shape, mode)
+    keep = reference.unpack_mask(packed, mask_shape)
+    p32 = np.float32(p)
+    scale = 1 / (1 - p32) if mode == "upscale_in_train" and p32 < 1 else 1.0  # p 1: all dropped
+    return reference.apply(DY, np.broadcast_to(keep, DY.shape), scale)
+
+
+@pytest.mark.parametrize("backend", ["kernels", "reference"])
+@pytest.mark.parametrize(
+    ("p", "mode", "axes"),
+    [
+        (0.25, "upscale_in_train", ()),
+        (0.6, "downgrade_in_infer", ()),
+        (0.5, "upscale_in_train", (1,)),  # a mask shared along axis 1 (MXNet's axes)
+        (0.0, "upscale_in_train", ()),
+        (1.0, "upscale_in_train", ()),
+    ],
+)
+def test_dropout_grad_from_mask_and_recomputed(backend, p, mode, axes):
+    stored = _model("none", p=p, mode=mode, axes=axes)
+    recomputed = _model("none", p=p, mode=mode, axes=axes)
+    assert recompute_dropout_mask(recomputed).recomputed == ("drop",)
+    want = _expected_dx(p, mode, axes)
+    for model in (stored, recomputed):
+        got = fb.Session(model, backend=backend).run({"x": X, "dy": DY})
+        np.testing.assert_array_equal(got["dx"], want)
+
+
+@pytest.mark.parametrize(
+    ("producer", "fused"), [("matmul", "MatMulDropout"), ("softmax", "SoftmaxDropout")]
+)
+def test_fused_dropouts_recompute_too(producer, fused):
+    model = _model(producer)
+    optimized, _ = fb.optimize(model, "training")
+    assert [n.op_type for n in optimized.graph] == [fused, "DropoutGrad"]
+    report = recompute_dropout_mask(optimized)
+    assert report.recomputed == ("drop",)
+    node, grad = list(optimized.graph)
+    assert len(node.outputs) == 1
+    assert grad.inputs[1] is None and grad.inputs[2:] == node.inputs[-2:]
+    want = fb.Session(model).run({"x": X, "dy": DY})
+    got = fb.Session(optimized).run({"x": X, "dy": DY})
+    np.testing.assert_array_equal(got["dx"], want["dx"])
+    np.testing.assert_array_equal(got["dx"], _expected_dx(0.25, "upscale_in_train"))
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-6, atol=1e-6)
+
+
+def test_a_backward_with_other_attributes_keeps_the_mask():
+    model = _model("none", grad_p=0.5)
+    report = recompute_dropout_mask(model)
+    assert report.refused == (("drop", "DropoutGrad 'grad' has other ['p'] than the forward"),)
+    assert "'drop': kept, DropoutGrad 'grad' has other ['p']" in report.text()
+
+
+@pytest.mark.parametrize("inputs", [["dy"], ["dy", "mask", "seed"]])
+def test_dropout_grad_needs_one_of_mask_and_seed(inputs):
+    model = _model("none")
+    grad = next(n for n in model.graph if n.op_type == "DropoutGrad")
+    values = {v.name: v for v in (*model.graph.inputs, *model.graph.initializers.values())}
+    values["mask"] = grad.inputs[1]
+    grad.resize_inputs(len(inputs))
+    for i, name in enumerate(inputs):
+        grad.replace_input_with(i, values[name])
+    with pytest.raises(fb.ArgumentError, match=r"give one of mask .* and seed"):
+        fb.Session(model)
