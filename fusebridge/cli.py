@@ -94,7 +94,7 @@ def _op_counts(model) -> str:
     return ", ".join(f"{k} x{v}" for k, v in sorted(counts.items()))
 
 
-def _training(model) -> tuple[object, str]:
+def _training(model: ir.Model) -> tuple[ir.Model, str]:
     """A training graph: explicit RNG streams, the dropout fusions, then masks recomputed in
     the backward (what each step did, as text)."""
     from fusebridge.fuse_passes import explicit_rng, recompute_dropout_mask

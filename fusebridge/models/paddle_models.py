@@ -124,6 +124,17 @@ class _Builder:
         return out
 
 
+def scope_with_weights(paddle: Any, startup: Any, weights: dict[str, np.ndarray]) -> Any:
+    """A private scope after the startup program, each parameter overwritten with its value."""
+    scope = paddle.static.Scope()
+    place = paddle.CPUPlace()
+    with paddle.static.scope_guard(scope):
+        paddle.static.Executor(place).run(startup)
+    for name, value in weights.items():
+        scope.find_var(name).get_tensor().set(value, place)
+    return scope
+
+
 def _build(name: str, seed: int, scale: float, config: dict[str, Any], body: Any) -> PaddleModel:
     """Runs body(builder, words) -> fetch var in a fresh legacy program, runs the startup
     program in a private scope, then overwrites every parameter with the NumPy values."""
@@ -134,12 +145,7 @@ def _build(name: str, seed: int, scale: float, config: dict[str, Any], body: Any
         with paddle.static.program_guard(main, startup):
             words = paddle.static.data("words", [-1, 1], "int64", lod_level=1)
             out = body(builder, words)
-        scope = paddle.static.Scope()
-        place = paddle.CPUPlace()
-        with paddle.static.scope_guard(scope):
-            paddle.static.Executor(place).run(startup)
-        for pname, value in builder.weights.items():
-            scope.find_var(pname).get_tensor().set(value, place)
+        scope = scope_with_weights(paddle, startup, builder.weights)
     return PaddleModel(name, main, scope, ["words"], [out.name], config, builder.weights)
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from fusebridge.integrations.paddle.legacy import import_paddle, legacy_static
-from fusebridge.models.paddle_models import _Builder
+from fusebridge.models.paddle_models import _Builder, scope_with_weights
 
 # (output name, p, dropout_implementation, fixed seed or None)
 DROPOUTS = (
@@ -110,12 +110,7 @@ def build_attention_training(
             loss = b.var("loss")
             b.op("mean", {"X": [tail]}, {"Out": [loss]}, {})
             pairs = paddle.static.append_backward(loss)
-        scope = paddle.static.Scope()
-        place = paddle.CPUPlace()
-        with paddle.static.scope_guard(scope):
-            paddle.static.Executor(place).run(startup)
-        for name, value in b.weights.items():
-            scope.find_var(name).get_tensor().set(value, place)
+        scope = scope_with_weights(paddle, startup, b.weights)
     grads = {param.name: grad.name for param, grad in pairs}
     return TrainingProgram(main, scope, feeds, loss.name, grads, b.weights)
 
@@ -126,12 +121,13 @@ def save_training_program(model: TrainingProgram, dirname: str | os.PathLike) ->
     dirname = os.fspath(dirname)
     os.makedirs(dirname, exist_ok=True)
     with legacy_static(paddle), paddle.static.scope_guard(model.scope):
-        paddle.static.save_vars(
-            paddle.static.Executor(paddle.CPUPlace()),
-            dirname,
-            model.program,
-            vars=[model.program.global_block().var(name) for name in model.weights],
-        )
+        if model.weights:
+            paddle.static.save_vars(
+                paddle.static.Executor(paddle.CPUPlace()),
+                dirname,
+                model.program,
+                vars=[model.program.global_block().var(name) for name in model.weights],
+            )
         desc = model.program.desc
         for i in range(desc.num_blocks()):  # call stacks hold this checkout's paths
             block = desc.block(i)

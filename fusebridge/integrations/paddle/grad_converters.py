@@ -27,8 +27,6 @@ from fusebridge.integrations.paddle.op_converters import (
 )
 from fusebridge.integrations.paddle.program_desc import OpDesc
 
-_GRAD = "@GRAD"
-
 
 def _target(op: OpDesc, slot: str) -> str | None:
     """The variable a gradient output slot writes, or None when Paddle left it empty."""
@@ -163,7 +161,7 @@ def _elementwise_grad(cx, op: OpDesc) -> None:
         lead = big_rank - rank - trailing if placed else 0
         var = _one(cx, op, "XY"[i])
         grad = _sum_to(cx, grad, var, lead, trailing if placed else 0, target)
-        cx.define(target, grad if grad is not dout else cx.add("Identity", [dout], name=target))
+        cx.define(target, grad)
 
 
 @converter("mul_grad", lod=None)

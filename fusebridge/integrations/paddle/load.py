@@ -248,19 +248,14 @@ def is_training_program(block: BlockDesc) -> bool:
 
 
 def _data_vars(block: BlockDesc) -> list[str]:
-    """The variables paddle.static.data declared that some op reads, in order of first read:
-    the inputs of a training program (it has no feed ops)."""
-    order: dict[str, None] = {}
-    for op in block.ops:
-        for names in op.inputs.values():
-            for var in names:
-                desc = block.vars.get(var)
-                if desc is not None and desc.need_check_feed:
-                    order.setdefault(var)
-    return list(order)
+    """The variables paddle.static.data declared that some op reads, by name: the inputs of a
+    training program (it has no feed ops, and the file keeps no declaration order)."""
+    read = {v for op in block.ops for names in op.inputs.values() for v in names}
+    return sorted(v for v in read if v in block.vars and block.vars[v].need_check_feed)
 
 
 def load_paddle(path: str | os.PathLike) -> ir.Model:
-    """A Paddle inference model (directory, `.pdmodel` file or path prefix) as an IR model."""
+    """A Paddle inference model (directory, `.pdmodel` file or path prefix) as an IR model;
+    or a training program (`__model__` with the backward ops, module docstring)."""
     program, params = read_paddle_model(path)
     return ProgramConverter(program, params, os.fspath(path)).convert()

@@ -211,3 +211,43 @@ def test_cli_training_pipeline_writes_a_runnable_file(training, x, tmp_path, cap
     assert int(got["rng_offset_out"]) == KEY.offset + 2
     _, streams = _with_streams(training[2])
     _compare(got, _paddle_with_masks(training, x, streams))
+
+
+def test_a_seed_tensor_is_the_dropouts_seed(tmp_path):
+    # Paddle's dropout takes its seed from a Seed input first: fed here, it is the Philox seed.
+    paddle = paddle_or_skip()
+    from fusebridge.integrations.paddle.legacy import legacy_static
+    from fusebridge.models.paddle_training import TrainingProgram, save_training_program
+
+    with legacy_static(paddle), paddle.utils.unique_name.guard():
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            block = main.global_block()
+            x = paddle.static.data("x", [-1, 6], "float32")
+            x.stop_gradient = False
+            seed = paddle.static.data("seed", [1], "int32")
+            out = block.create_var(name="dropped", dtype="float32")
+            mask = block.create_var(name="dropped.mask", dtype="uint8")
+            attrs = {
+                "dropout_prob": 0.5,
+                "is_test": False,
+                "dropout_implementation": "upscale_in_train",
+            }
+            block.append_op(
+                type="dropout",
+                inputs={"X": [x], "Seed": [seed]},
+                outputs={"Out": [out], "Mask": [mask]},
+                attrs=attrs,
+            )
+            loss = block.create_var(name="loss", dtype="float32")
+            block.append_op(type="mean", inputs={"X": [out]}, outputs={"Out": [loss]})
+            paddle.static.append_backward(loss)
+    program = TrainingProgram(main, paddle.static.Scope(), ["x", "seed"], "loss", {}, {})
+    save_training_program(program, tmp_path)
+    model = fb.load(tmp_path)
+    assert [v.name for v in model.graph.inputs] == ["seed", "x"]  # by name
+    assert explicit_rng(model).count == 0  # seeded by the tensor
+    values = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
+    got = fb.Session(model).run({"x": values, "seed": np.array([1234], np.int32)})
+    want = kernels.dropout(values, 0.5, seed=1234, offset=0)
+    np.testing.assert_allclose(got["loss"], want.mean(), rtol=1e-6)
