@@ -55,11 +55,44 @@ class _Step:
         return [env.get(n) if c is None else c for n, c in zip(self.inputs, self.constants)]
 
 
+def _subgraphs(node: ir.Node) -> list[ir.Graph]:
+    """Every graph inside node, nested ones included."""
+    graphs = []
+    for attr in node.attributes.values():
+        if attr.type == ir.AttributeType.GRAPH:
+            graphs.append(attr.value)
+        elif attr.type == ir.AttributeType.GRAPHS:
+            graphs.extend(attr.value)
+    return graphs + [g for graph in graphs for n in graph for g in _subgraphs(n)]
+
+
+def _captured(node: ir.Node) -> list[ir.Value]:
+    """The values node's subgraphs read from the scopes around node (ONNX outer-scope
+    references): a step running node needs them as inputs, and runs after their producers."""
+    inner = _subgraphs(node)
+    if not inner:
+        return []
+    owned = {id(g) for g in inner}
+    captured: dict[int, ir.Value] = {}
+    for graph in inner:
+        for v in [*(v for n in graph for v in n.inputs), *graph.outputs]:
+            if v is None:
+                continue
+            owner = v.producer().graph if v.producer() is not None else v.graph
+            if id(owner) not in owned:
+                captured.setdefault(id(v), v)
+    return list(captured.values())
+
+
 def _kind(node: ir.Node) -> str:
     if fir.is_fusebridge(node):
         return "fusebridge"
     if node.domain in ("", "ai.onnx") and node.op_type == "Identity":
         return "alias"
+    if node.domain in ("", "ai.onnx") and node.op_type in ("If", "Loop"):
+        # Our ops inside: the control flow runs here, its bodies as programs of their own.
+        inside = any(fir.is_fusebridge(n) for g in _subgraphs(node) for n in g)
+        return "control" if inside else "onnx"
     if node.domain in ("", "ai.onnx"):
         return "onnx"
     raise ArgumentError(
@@ -75,7 +108,8 @@ def _schedule(nodes: Sequence[ir.Node]) -> list[list[ir.Node]]:
     waiting = {n: 0 for n in nodes}
     users: dict[ir.Node, list[ir.Node]] = {n: [] for n in nodes}
     for n in nodes:
-        producers = {v.producer() for v in n.inputs if v is not None} & waiting.keys()
+        reads = [*n.inputs, *_captured(n)]
+        producers = {v.producer() for v in reads if v is not None} & waiting.keys()
         waiting[n] = len(producers)
         for p in producers:
             users[p].append(n)
@@ -100,57 +134,53 @@ def _schedule(nodes: Sequence[ir.Node]) -> list[list[ir.Node]]:
     return groups
 
 
-class Session:
-    """Session(model) runs `model` (an onnx_ir.Model, or a model file fb.load reads);
-    run(feeds) -> {name: array | LoDTensor}.
+def _truth(value: np.ndarray) -> bool:
+    return bool(np.asarray(value).reshape(-1)[0])
 
-    A LoD input or output `x` is the pair of graph values `x` and `x.offsets`; feed it as
-    LoDTensor(data, lengths=...) and it comes back as a LoDTensor."""
 
-    def __init__(self, model: ir.Model | str | os.PathLike, *, backend: str = "kernels") -> None:
-        if isinstance(model, (str, os.PathLike)):
-            from fusebridge.integrations import load
+def _stacked(values: list[np.ndarray], output: ir.Value, label: str) -> np.ndarray:
+    """A Loop's scan output: the iterations' values on a new first axis."""
+    if values:
+        return np.stack(values)
+    shape = output.shape
+    if shape is None or output.dtype is None or not all(isinstance(d, int) for d in shape):
+        raise ExecutionError(
+            f"Session: {label} ran zero times, and the shape of its scan output "
+            f"{output.name!r} is not known from the graph"
+        )
+    return np.empty((0, *shape), output.dtype.numpy())
 
-            model = load(model)
-        if backend not in ("kernels", "reference"):
-            raise ArgumentError(
-                f"Session: backend must be 'kernels' or 'reference', got {backend!r}"
-            )
-        self.backend = backend
-        graph = model.graph
-        self._graph_inputs = {v.name: v for v in graph.inputs}
-        self._graph_outputs = [v.name for v in graph.outputs]
-        self.input_names = self._logical(self._graph_inputs)
-        self.output_names = self._logical(self._graph_outputs)
-        if backend == "reference":
-            from onnx.reference import ReferenceEvaluator
 
-            from fusebridge.op_reference import OPS
+class _Program:
+    """A graph cut into steps once: the main graph, or an If branch or Loop body that a control
+    step runs. `constants` holds the initializers in scope (an enclosing graph's too)."""
 
-            self._evaluator = ReferenceEvaluator(ir.serde.serialize_model(model), new_ops=OPS)
-            return
-        if any(v.dtype is None for n in model.graph for v in n.outputs):
-            # Partitions need their boundary types: inferred on a copy (our schemas are in
-            # onnx's registry, so inference runs through our ops too).
-            model = ir.from_proto(ir.to_proto(model))
-            ShapeInferencePass()(model)
-            graph = model.graph
+    def __init__(self, graph: ir.Graph, constants: Mapping[str, np.ndarray]) -> None:
+        self.graph = graph
         self._constants = {
-            v.name: v.const_value.numpy()
-            for v in graph.initializers.values()
-            if v.const_value is not None
+            **constants,
+            **{
+                v.name: v.const_value.numpy()
+                for v in graph.initializers.values()
+                if v.const_value is not None
+            },
         }
-        self._steps = [self._step(group) for group in _schedule(list(graph))]
+        self.steps = [self._step(group) for group in _schedule(list(graph))]
 
-    @staticmethod
-    def _logical(names: Sequence[str]) -> list[str]:
-        return [
-            n
-            for n in names
-            if not (n.endswith(fir.OFFSETS_SUFFIX) and n[: -len(fir.OFFSETS_SUFFIX)] in names)
-        ]
+    def run(self, env: dict[str, np.ndarray], profile: dict[str, float] | None = None) -> None:
+        """Runs every step, adding each one's outputs to env."""
+        for step in self.steps:
+            start = time.perf_counter() if profile is not None else 0.0
+            try:
+                results = step.run(step.args(env))
+            except Exception as exc:
+                if isinstance(exc, (ArgumentError, ArgumentTypeError, ExecutionError)):
+                    raise
+                raise ExecutionError(f"Session: {step.label} failed: {exc}") from exc
+            env.update(zip(step.outputs, results))
+            if profile is not None:
+                profile[step.label] = profile.get(step.label, 0.0) + time.perf_counter() - start
 
-    # -- building -----------------------------------------------------------------------------
     def _step(self, group: list[ir.Node]) -> _Step:
         node = group[0]
         kind = _kind(node)
@@ -158,6 +188,8 @@ class Session:
             source = node.inputs[0].name
             fixed = [self._constants.get(source)]  # an Identity of an initializer (lod_reset)
             return _Step(kind, node.name, [source], [node.outputs[0].name], lambda xs: xs, fixed)
+        if kind == "control":
+            return self._control_step(node)
         if kind == "fusebridge":
             consts = {
                 i: self._constants[v.name]
@@ -177,7 +209,7 @@ class Session:
         produced = {v.name for n in group for v in n.outputs}
         inputs, initializers = [], {}
         for n in group:
-            for v in n.inputs:
+            for v in [*n.inputs, *_captured(n)]:
                 if v is None or v.name in produced or v in inputs:
                     continue
                 if v.name in self._constants:
@@ -227,10 +259,100 @@ class Session:
 
         return _Step("onnx", label, in_names, out_names, run)
 
+    def _control_step(self, node: ir.Node) -> _Step:
+        """An If or a Loop whose bodies hold our ops, run here: each body is a _Program, fed
+        the values it reads from around it (ONNX outer-scope references) by name."""
+        captured = [v.name for v in _captured(node)]
+        names = [v.name if v is not None else "" for v in node.inputs] + captured
+        fixed = [self._constants.get(n) if n else None for n in names]
+        given, label = len(node.inputs), f"{node.op_type} {node.name}"
+        if node.op_type == "If":
+            branches = [
+                _Program(node.attributes[b].value, self._constants)
+                for b in ("then_branch", "else_branch")
+            ]
+
+            def run_if(xs: list[np.ndarray]) -> list[np.ndarray]:
+                env = dict(zip(captured, xs[given:]))
+                branch = branches[0 if _truth(xs[0]) else 1]
+                branch.run(env)
+                return [env[v.name] for v in branch.graph.outputs]
+
+            return _Step("control", label, names, [v.name for v in node.outputs], run_if, fixed)
+        body = _Program(node.attributes["body"].value, self._constants)
+        carried = given - 2
+        scan_values = body.graph.outputs[1 + carried :]
+
+        def run_loop(xs: list[np.ndarray]) -> list[np.ndarray]:
+            trips = None if xs[0] is None else int(np.asarray(xs[0]).reshape(-1)[0])
+            going = True if xs[1] is None else _truth(xs[1])
+            state, scans = list(xs[2:given]), [[] for _ in scan_values]
+            i = 0
+            while going and (trips is None or i < trips):
+                env = dict(zip(captured, xs[given:]))
+                feeds = [np.array(i, np.int64), np.array(going), *state]
+                env.update(zip((v.name for v in body.graph.inputs), feeds))
+                body.run(env)
+                results = [env[v.name] for v in body.graph.outputs]
+                going, state = _truth(results[0]), results[1 : 1 + carried]
+                for scan, value in zip(scans, results[1 + carried :]):
+                    scan.append(value)
+                i += 1
+            return [*state, *(_stacked(s, v, label) for s, v in zip(scans, scan_values))]
+
+        return _Step("control", label, names, [v.name for v in node.outputs], run_loop, fixed)
+
     @staticmethod
     def _label(group: list[ir.Node]) -> str:
         ops = ", ".join(n.op_type for n in group[:6]) + (", ..." if len(group) > 6 else "")
         return f"ONNX partition [{ops}] (from node {group[0].name!r})"
+
+
+class Session:
+    """Session(model) runs `model` (an onnx_ir.Model, or a model file fb.load reads);
+    run(feeds) -> {name: array | LoDTensor}.
+
+    A LoD input or output `x` is the pair of graph values `x` and `x.offsets`; feed it as
+    LoDTensor(data, lengths=...) and it comes back as a LoDTensor."""
+
+    def __init__(self, model: ir.Model | str | os.PathLike, *, backend: str = "kernels") -> None:
+        if isinstance(model, (str, os.PathLike)):
+            from fusebridge.integrations import load
+
+            model = load(model)
+        if backend not in ("kernels", "reference"):
+            raise ArgumentError(
+                f"Session: backend must be 'kernels' or 'reference', got {backend!r}"
+            )
+        self.backend = backend
+        graph = model.graph
+        self._graph_inputs = {v.name: v for v in graph.inputs}
+        self._graph_outputs = [v.name for v in graph.outputs]
+        self.input_names = self._logical(self._graph_inputs)
+        self.output_names = self._logical(self._graph_outputs)
+        if backend == "reference":
+            from onnx.reference import ReferenceEvaluator
+
+            from fusebridge.op_reference import OPS
+
+            self._evaluator = ReferenceEvaluator(ir.serde.serialize_model(model), new_ops=OPS)
+            return
+        nodes = ir.traversal.RecursiveGraphIterator(model.graph)
+        if any(v.dtype is None for n in nodes for v in n.outputs):
+            # Partitions need their boundary types: inferred on a copy (our schemas are in
+            # onnx's registry, so inference runs through our ops too).
+            model = ir.from_proto(ir.to_proto(model))
+            ShapeInferencePass()(model)
+            graph = model.graph
+        self._program = _Program(graph, {})
+
+    @staticmethod
+    def _logical(names: Sequence[str]) -> list[str]:
+        return [
+            n
+            for n in names
+            if not (n.endswith(fir.OFFSETS_SUFFIX) and n[: -len(fir.OFFSETS_SUFFIX)] in names)
+        ]
 
     # -- running ------------------------------------------------------------------------------
     def _flatten_feeds(self, feeds: Feeds) -> dict[str, np.ndarray]:
@@ -328,17 +450,7 @@ class Session:
             results = self._evaluator.run(None, env)
             env.update(zip(self._graph_outputs, results))
         else:
-            for step in self._steps:
-                start = time.perf_counter() if profile is not None else 0.0
-                try:
-                    results = step.run(step.args(env))
-                except Exception as exc:
-                    if isinstance(exc, (ArgumentError, ArgumentTypeError)):
-                        raise
-                    raise ExecutionError(f"Session: {step.label} failed: {exc}") from exc
-                env.update(zip(step.outputs, results))
-                if profile is not None:
-                    profile[step.label] = profile.get(step.label, 0.0) + time.perf_counter() - start
+            self._program.run(env, profile)
         fed = {id(v.offsets) for v in feeds.values() if isinstance(v, LoDTensor)}
         out = {}
         for name in self.output_names:

@@ -27,7 +27,7 @@ def tagger_feeds(lengths=(4, 0, 9, 1), seed=0):
 def test_partitions_are_built_once_and_reused(tagger, monkeypatch):
     _, optimized = tagger
     session = fb.Session(optimized)
-    kinds = [s.kind for s in session._steps]
+    kinds = [s.kind for s in session._program.steps]
     # Squeeze+Gather, two bidirectional GRUs, MatMul+Add, CRF, and the offsets output alias.
     assert sorted(kinds) == sorted(
         ["onnx", "fusebridge", "fusebridge", "onnx", "fusebridge", "alias"]
@@ -86,7 +86,7 @@ def test_profile_names_every_step(tagger):
     session = fb.Session(optimized)
     profile = {}
     session.run(tagger_feeds(), profile=profile)
-    assert len(profile) == len(session._steps) and all(t >= 0 for t in profile.values())
+    assert len(profile) == len(session._program.steps) and all(t >= 0 for t in profile.values())
 
 
 @pytest.mark.parametrize(

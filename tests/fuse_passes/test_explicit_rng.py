@@ -172,9 +172,10 @@ def expected_chain(base: int, k: int) -> np.ndarray:
     return y
 
 
+@pytest.mark.parametrize("backend", ["kernels", "reference"])
 @pytest.mark.parametrize("then_k, else_k", [(2, 0), (0, 1), (2, 1)])
 @pytest.mark.parametrize("cond", [True, False])
-def test_if_branches(then_k, else_k, cond):
+def test_if_branches(then_k, else_k, cond, backend):
     model = if_model(then_k, else_k)
     report = explicit_rng(model)
     check_model(model)
@@ -185,13 +186,13 @@ def test_if_branches(then_k, else_k, cond):
         assert paths["t_d0"] == "main/If 'branchy'/then_branch"
     assert len(model.graph.node("branchy").outputs) == 2  # y and the advanced offset
 
-    out = run(model, "reference", cond=np.array(cond))
+    out = run(model, backend, cond=np.array(cond))
     base, taken = KEY.offset, then_k if cond else else_k
     np.testing.assert_array_equal(out["w"], drop(X, base))
     np.testing.assert_array_equal(out["y"], expected_chain(base + 1, taken))
     np.testing.assert_array_equal(out["z"], drop(X, base + 1 + taken))
     assert out["rng_offset_out"] == base + 2 + taken
-    again = run(model, "reference", cond=np.array(cond))
+    again = run(model, backend, cond=np.array(cond))
     for name in out:
         np.testing.assert_array_equal(again[name], out[name])
 
@@ -274,8 +275,9 @@ def expected_loop(trip: int, nested_if: bool) -> tuple[dict[str, np.ndarray], in
     return {"w": w, "acc": acc, "scans": np.stack(scans), "z": z}, o - KEY.offset
 
 
+@pytest.mark.parametrize("backend", ["kernels", "reference"])
 @pytest.mark.parametrize("nested_if", [False, True], ids=["flat", "nested_if"])
-def test_loop(nested_if):
+def test_loop(nested_if, backend):
     model = loop_model(nested_if)
     report = explicit_rng(model)
     check_model(model)
@@ -288,27 +290,57 @@ def test_loop(nested_if):
     assert [v.name for v in loop.outputs][::2] == ["acc", "scans"]
     assert len(loop.inputs) == 4
 
-    out = run(model, "reference", trip=np.array(3, np.int64))
-    again = run(model, "reference", trip=np.array(3, np.int64))
+    out = run(model, backend, trip=np.array(3, np.int64))
+    again = run(model, backend, trip=np.array(3, np.int64))
     for name in out:
         np.testing.assert_array_equal(again[name], out[name])
     want, used = expected_loop(3, nested_if)
     assert used == (2 + 3 + 2 if nested_if else 2 + 3)
-    # onnx.reference's Loop joins scan outputs with np.vstack (ONNX Runtime stacks them on a
-    # new axis): (3 * 4, 33) here, the same elements in the same order.
-    out["scans"] = out["scans"].reshape(want["scans"].shape)
+    if backend == "reference":
+        # onnx.reference's Loop joins scan outputs with np.vstack (ONNX Runtime and the
+        # Session stack them on a new axis): (3 * 4, 33) here, the same elements in order.
+        out["scans"] = out["scans"].reshape(want["scans"].shape)
     for name, value in want.items():
         np.testing.assert_array_equal(out[name], value, err_msg=name)
     assert out["rng_offset_out"] == KEY.offset + used
 
 
-def test_loop_that_runs_zero_times_draws_nothing_inside():
-    # No scan output: onnx.reference's Loop cannot np.vstack zero iterations.
-    model = loop_model(nested_if=False, scan=False)
+@pytest.mark.parametrize("backend", ["kernels", "reference"])
+def test_loop_that_runs_zero_times_draws_nothing_inside(backend):
+    # onnx.reference's Loop cannot np.vstack zero iterations: no scan output there.
+    model = loop_model(nested_if=False, scan=backend == "kernels")
     explicit_rng(model)
-    out = run(model, "reference", trip=np.array(0, np.int64))
+    out = run(model, backend, trip=np.array(0, np.int64))
     np.testing.assert_array_equal(out["z"], drop(X, KEY.offset + 1))
+    np.testing.assert_array_equal(out["acc"], np.zeros(SHAPE, np.float32))
     assert out["rng_offset_out"] == KEY.offset + 2
+    if backend == "kernels":  # [0, 4, 33] from the scan output's declared shape
+        assert out["scans"].shape == (0, *SHAPE) and out["scans"].dtype == np.float32
+
+
+def test_onnx_control_flow_reading_our_ops_output_runs_in_onnxruntime():
+    # An If of standard ops whose branches read w, which our Dropout makes: the ONNX Runtime
+    # partition holding the If takes w as an input and runs after the Dropout.
+    nodes = [
+        dropout("d", "x", "w"),
+        helper.make_node(
+            "If",
+            ["cond"],
+            ["y"],
+            name="plain_if",
+            then_branch=branch("then", [helper.make_node("Neg", ["w"], ["n"])], "n"),
+            else_branch=branch("else", [helper.make_node("Abs", ["w"], ["a"])], "a"),
+        ),
+    ]
+    model = make_model(
+        nodes,
+        [info("x", shape=SHAPE), info("cond", TensorProto.BOOL, [])],
+        [info("y", shape=SHAPE)],
+    )
+    explicit_rng(model)
+    for cond, op in ((True, np.negative), (False, np.abs)):
+        out = run(model, "kernels", cond=np.array(cond))
+        np.testing.assert_array_equal(out["y"], op(drop(X, KEY.offset)))
 
 
 # -- the threaded graph in ONNX Runtime ------------------------------------------------------
