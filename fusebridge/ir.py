@@ -222,6 +222,17 @@ SCHEMAS: dict[str, OpSchema] = {
             ("X", 1),
         ),
         OpSchema(
+            "SoftmaxDropoutGrad",
+            ("dY", "X", "mask?", "seed?", "offset?"),
+            ("dX",),
+            (_P, _MODE, Attribute("axis", -1, doc="the softmax axis")),
+            "The backward of SoftmaxDropout from the forward's input: P = Softmax(X, axis) "
+            "recomputed (the probabilities are not kept), g = dY * keep * scale, dX = P * (g - "
+            "sum(g * P, axis)). keep from the packed mask or recomputed from (seed, offset), "
+            "as for DropoutGrad (the softmax_dropout_training rule).",
+            output_ranks=("X",),
+        ),
+        OpSchema(
             "CRFDecoding",
             ("Emission", "offsets", "Transition", "Label?"),
             ("ViterbiPath",),

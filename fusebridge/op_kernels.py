@@ -123,21 +123,57 @@ def _dropout(
     return run
 
 
+def _mask_or_seed(node: ir.Node, mask_slot: int) -> None:
+    """A dropout backward takes the forward's mask, or its seed to recompute the bits."""
+    given = [
+        i < len(node.inputs) and node.inputs[i] is not None for i in (mask_slot, mask_slot + 1)
+    ]
+    if given[0] == given[1]:
+        raise ArgumentError(
+            f"fusebridge.{node.op_type} {node.name!r}: give one of mask (kept by the forward) "
+            f"and seed (to recompute it), got {'both' if given[0] else 'neither'}"
+        )
+
+
+def _rng_or_mask(mask: np.ndarray | None, seed: np.ndarray | None) -> dict:
+    return {"mask": mask} if mask is not None else {"seed": _scalar(seed)}
+
+
 def _dropout_grad(
     node: ir.Node, attrs: dict, constants: dict[int, np.ndarray], reuse_output: bool
 ) -> Run:
-    given = [i < len(node.inputs) and node.inputs[i] is not None for i in (1, 2)]
-    if given[0] == given[1]:
-        raise ArgumentError(
-            f"fusebridge.DropoutGrad {node.name!r}: give one of mask (kept by the forward) and "
-            f"seed (to recompute it), got {'both' if given[0] else 'neither'}"
-        )
+    _mask_or_seed(node, 1)
 
     def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         dy, mask, seed, offset = (list(inputs) + [None] * 4)[:4]
-        rng = {"mask": mask} if mask is not None else {"seed": _scalar(seed)}
         dx = kernels.dropout_backward(
-            dy, attrs["p"], offset=_scalar(offset), axes=attrs["axes"], mode=attrs["mode"], **rng
+            dy,
+            attrs["p"],
+            offset=_scalar(offset),
+            axes=attrs["axes"],
+            mode=attrs["mode"],
+            **_rng_or_mask(mask, seed),
+        )
+        return [dx]
+
+    return run
+
+
+def _softmax_dropout_grad(
+    node: ir.Node, attrs: dict, constants: dict[int, np.ndarray], reuse_output: bool
+) -> Run:
+    _mask_or_seed(node, 2)
+
+    def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        dy, x, mask, seed, offset = (list(inputs) + [None] * 5)[:5]
+        dx = kernels.softmax_dropout_backward(
+            dy,
+            attrs["p"],
+            x=x,
+            offset=_scalar(offset),
+            axis=attrs["axis"],
+            mode=attrs["mode"],
+            **_rng_or_mask(mask, seed),
         )
         return [dx]
 
@@ -250,6 +286,7 @@ _PREPARE = {
     "DropoutGrad": _dropout_grad,
     "MatMulDropout": _matmul_dropout,
     "SoftmaxDropout": _softmax_dropout,
+    "SoftmaxDropoutGrad": _softmax_dropout_grad,
     "CRFDecoding": _crf_decoding,
     "SequencePool": _sequence_pool,
     "LoDToPadded": _lod_to_padded,

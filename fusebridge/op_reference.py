@@ -56,21 +56,36 @@ class Dropout(_FusebridgeOp):
         return (y.astype(x.dtype), mask)[: len(self.onnx_node.output)]
 
 
+def _backward_through_dropout(dy, a: dict, axes, mask, seed, offset) -> np.ndarray:
+    """dy * keep * scale, keep from the packed mask or redrawn from (seed, offset)."""
+    shared = {axis % dy.ndim for axis in axes}
+    mask_shape = tuple(1 if i in shared else n for i, n in enumerate(dy.shape))
+    if mask is None:  # recomputed: the bits the forward drew over the same shape
+        seed = int(np.asarray(seed).reshape(-1)[0])
+        offset = 0 if offset is None else int(np.asarray(offset).reshape(-1)[0])
+        ones = np.ones(mask_shape, np.float32)
+        mask = reference.dropout(ones, a["p"], seed, offset, mask_shape, a["mode"])[1]
+    keep = reference.unpack_mask(mask, mask_shape)
+    p32 = float(np.float32(a["p"]))
+    upscale = a["mode"] == "upscale_in_train" and p32 < 1.0
+    scale = 1.0 / (1.0 - p32) if upscale else 1.0
+    return reference.apply(dy, np.broadcast_to(keep, dy.shape), scale)
+
+
 class DropoutGrad(_FusebridgeOp):
     def _run(self, dy, mask=None, seed=None, offset=None, **_):
         a = self.attrs()
-        shared = {axis % dy.ndim for axis in a["axes"]}
-        mask_shape = tuple(1 if i in shared else n for i, n in enumerate(dy.shape))
-        if mask is None:  # recomputed: the bits the forward drew over the same shape
-            seed = int(np.asarray(seed).reshape(-1)[0])
-            offset = 0 if offset is None else int(np.asarray(offset).reshape(-1)[0])
-            ones = np.ones(mask_shape, np.float32)
-            mask = reference.dropout(ones, a["p"], seed, offset, mask_shape, a["mode"])[1]
-        keep = reference.unpack_mask(mask, mask_shape)
-        p32 = float(np.float32(a["p"]))
-        upscale = a["mode"] == "upscale_in_train" and p32 < 1.0
-        scale = 1.0 / (1.0 - p32) if upscale else 1.0
-        return (reference.apply(dy, np.broadcast_to(keep, dy.shape), scale),)
+        return (_backward_through_dropout(dy, a, a["axes"], mask, seed, offset),)
+
+
+class SoftmaxDropoutGrad(_FusebridgeOp):
+    def _run(self, dy, x, mask=None, seed=None, offset=None, **_):
+        a = self.attrs()
+        g = _backward_through_dropout(dy, a, (), mask, seed, offset).astype(np.float64)
+        e = np.exp(x.astype(np.float64) - x.max(axis=a["axis"], keepdims=True))
+        probs = e / e.sum(axis=a["axis"], keepdims=True)
+        dx = probs * (g - (g * probs).sum(axis=a["axis"], keepdims=True))
+        return (dx.astype(np.float32),)
 
 
 def _training_dropout(x: np.ndarray, a: dict, seed, offset, n_out: int) -> tuple:
@@ -131,6 +146,7 @@ OPS = [
     DropoutGrad,
     MatMulDropout,
     SoftmaxDropout,
+    SoftmaxDropoutGrad,
     CRFDecoding,
     SequencePool,
     LoDToPadded,

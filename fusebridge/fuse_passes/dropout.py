@@ -2,13 +2,15 @@
 (upscale_in_train) or a scale by 1 - p (downgrade_in_infer), so that the ops around it can
 fuse; never dropped silently where the mode needs the scale. matmul_dropout,
 matmul_add_dropout, softmax_dropout: a training dropout and its producer in one op, with the
-same seed and offset, so the same bits."""
+same seed and offset, so the same bits. softmax_dropout_training: the same for a softmax whose
+backward is in the graph too, whose gradient then recomputes the probabilities."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
 import numpy as np
+import onnx_ir as ir
 
 from fusebridge import ir as fir
 from fusebridge.fuse_passes.rule import FusionRule
@@ -145,3 +147,107 @@ class SoftmaxDropout(_TrainingDropoutFusion):
     def rewrite(self, op, x, probs, y, **_):
         axis = probs.producer().attributes.get_int("axis", -1)
         return self.fused(op, "SoftmaxDropout", [x], y, {"axis": axis})
+
+
+class SoftmaxDropoutTraining(_TrainingDropoutFusion):
+    """Softmax -> Dropout with their backward in the same graph (DropoutGrad over the mask,
+    then softmax's gradient P * (g - ReduceSum(g * P, axis)), as the Paddle frontend writes
+    softmax_grad) -> SoftmaxDropout + SoftmaxDropoutGrad. The gradient recomputes P from x, so
+    the probabilities are no longer kept for the backward (softmax_dropout refuses this softmax:
+    its gradient reads P). The mask stays an output for recompute_dropout_mask to drop."""
+
+    name = "softmax_dropout_training"
+    commute = True  # Mul(g, P), Mul(P, centred) either way round
+    runs_after: ClassVar[dict[str, str]] = {}
+
+    def pattern(self, op, x, dy, axes):
+        probs = op.Softmax(x, _outputs=["probs"])
+        y, mask = op.Dropout(
+            probs, _domain=fir.DOMAIN, _allow_other_inputs=True, _outputs=["y", "mask"]
+        )
+        g = op.DropoutGrad(dy, mask, _domain=fir.DOMAIN, _outputs=["g"])
+        weighted = op.Mul(g, probs, _outputs=["weighted"])
+        total = op.ReduceSum(weighted, axes, _outputs=["total"])
+        centred = op.Sub(g, total, _outputs=["centred"])
+        return y, op.Mul(probs, centred, _outputs=["dx"])
+
+    def check(self, context, y, probs, **bound):
+        self.begin(context)
+        names = ("mask", "g", "weighted", "total", "centred", "dx", "axes")
+        if any(bound.get(n) is None for n in names):
+            # onnxscript tries the pattern from each output node and may stop halfway.
+            return self.skip("not the whole softmax backward")
+        mask, g, weighted, total, centred, dx, axes = (bound[n] for n in names)
+        node = y.producer()
+        dropout = fir.schema("Dropout").attribute_values(node)
+        if dropout["is_test"]:
+            return self.skip("an inference dropout")
+        grad = fir.schema("DropoutGrad").attribute_values(g.producer())
+        axis = probs.producer().attributes.get_int("axis", -1)
+        rank = len(probs.shape) if probs.shape is not None else None
+        summed = self.constant(axes)
+        reduce = total.producer()
+        inside = {node, weighted.producer(), dx.producer()}
+        reason = (
+            (f"its mask is shared along axes {list(dropout['axes'])}" if dropout["axes"] else None)
+            or (
+                "the DropoutGrad has another p or mode than the dropout"
+                if (grad["p"], grad["mode"], grad["axes"]) != (dropout["p"], dropout["mode"], ())
+                else None
+            )
+            or (
+                f"the probabilities {probs.name!r} are read outside the softmax backward"
+                if probs.is_graph_output() or set(self.consumers(probs)) != inside
+                else None
+            )
+            or self.second_consumer(mask, "mask")
+            or self.second_consumer(weighted, "product g * P")
+            or self.second_consumer(total, "sum")
+            or self.second_consumer(centred, "difference")
+            or (
+                "g = DropoutGrad(dy) is read outside the softmax backward"
+                if g.is_graph_output()
+                or set(self.consumers(g)) != {weighted.producer(), centred.producer()}
+                else None
+            )
+            or (
+                f"the ReduceSum is not over the softmax axis {axis} with keepdims"
+                if summed is None
+                or reduce.attributes.get_int("keepdims", 1) != 1
+                or not _same_axes(summed, axis, rank)
+                else None
+            )
+        )
+        return self.refuse(node, reason) if reason else self.accept()
+
+    def rewrite(self, op, x, dy, y, probs, g, **_):
+        node = y.producer()
+        dropout = fir.schema("Dropout").attribute_values(node)
+        attrs = {
+            "p": dropout["p"],
+            "mode": dropout["mode"],
+            "axis": probs.producer().attributes.get_int("axis", -1),
+        }
+        y_new, mask = self.fusebridge_node(
+            op, "SoftmaxDropout", [x, *_dropout_inputs(node)], attrs, 2, node.name or ""
+        )
+        mask.type = ir.TensorType(ir.DataType.UINT8)
+        dx = self.fusebridge_node(
+            op,
+            "SoftmaxDropoutGrad",
+            [dy, x, mask],
+            attrs,
+            name=g.producer().name or "",
+            fires=False,
+        )
+        return y_new, dx
+
+
+def _same_axes(summed: np.ndarray, axis: int, rank: int | None) -> bool:
+    """Whether ReduceSum's axes are exactly the softmax axis (negative ones need the rank)."""
+    if summed.size != 1:
+        return False
+    a = int(summed.reshape(-1)[0])
+    if a == axis:
+        return True
+    return rank is not None and a % rank == axis % rank

@@ -16,6 +16,7 @@ from fusebridge.fuse_passes.dropout import (
     MatMulAddDropout,
     MatMulDropout,
     SoftmaxDropout,
+    SoftmaxDropoutTraining,
 )
 from fusebridge.fuse_passes.gru import (
     BiGRU,
@@ -57,6 +58,9 @@ class Pipeline:
             # An identity left by one rule must not hide a pattern from the next.
             _remove_identities(model.graph)
             reports.append(RuleReport(rule.name, rule.fired, tuple(rule.refusals)))
+        # A rewrite with several outputs may put its nodes before a producer of theirs (the
+        # rewriter inserts them at the first matched node); ONNX files must be sorted.
+        model.graph.sort()
         return OptimizeReport(self.name, tuple(reports))
 
 
@@ -87,7 +91,9 @@ PIPELINES = {
         ],
     ),
     # Training graphs, after explicit_rng (fuse_passes/rng.py) gave every dropout its stream.
-    "training": Pipeline("training", [MatMulAddDropout, MatMulDropout, SoftmaxDropout]),
+    "training": Pipeline(
+        "training", [MatMulAddDropout, MatMulDropout, SoftmaxDropoutTraining, SoftmaxDropout]
+    ),
     "none": Pipeline("none", []),
 }
 

@@ -2,10 +2,11 @@
 backward pass; the backward recomputes the bits from the forward's (seed, offset).
 
 A training dropout that writes a mask (Dropout, MatMulDropout, SoftmaxDropout: any fusebridge
-op with a `mask?` output and seed?/offset? inputs) whose mask only DropoutGrad nodes read loses
-that output, and those DropoutGrad nodes take the forward's seed and offset instead. Element i
-of the dropout's output draws from (seed, offset, i) in both passes (shared/reference/rng.md),
-and dY has the output's shape, so the gradients are bit for bit those from the stored mask.
+op with a `mask?` output and seed?/offset? inputs) whose mask only backward ops read
+(DropoutGrad, SoftmaxDropoutGrad) loses that output, and those take the forward's seed and
+offset instead. Element i of the dropout's output draws from (seed, offset, i) in both passes
+(shared/reference/rng.md), and dY has the output's shape, so the gradients are bit for bit
+those from the stored mask.
 Saved: the mask, numel/8 bytes per dropout, for as long as the forward's results wait for the
 backward. Paid: the Philox draws a second time (docs/dropout.md).
 
@@ -20,8 +21,6 @@ import dataclasses
 import onnx_ir as ir
 
 from fusebridge import ir as fir
-
-_GRAD_ATTRIBUTES = ("p", "mode", "axes")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,13 +54,24 @@ def _mask_output(node: ir.Node) -> ir.Value | None:
     return mask if mask is not None and (mask.uses() or mask.is_graph_output()) else None
 
 
+def _mask_slot(node: ir.Node) -> int | None:
+    """Where a dropout backward (DropoutGrad, SoftmaxDropoutGrad: mask?, seed? and offset?
+    inputs, no mask output) takes the mask; seed and offset follow it."""
+    schema = fir.SCHEMAS.get(node.op_type) if fir.is_fusebridge(node) else None
+    if schema is None or "mask?" in schema.outputs:
+        return None
+    if not {"mask?", "seed?", "offset?"} <= set(schema.inputs):
+        return None
+    return schema.inputs.index("mask?")
+
+
 def _refusal(node: ir.Node, mask: ir.Value) -> str | None:
     schema = fir.SCHEMAS[node.op_type]
     if mask.is_graph_output():
         return "the mask is a graph output"
     readers = {u.node for u in mask.uses()}
-    others = sorted(f"{n.op_type} {n.name!r}" for n in readers if n.op_type != "DropoutGrad")
-    if others or any(not fir.is_fusebridge(n) for n in readers):
+    others = sorted(f"{n.op_type} {n.name!r}" for n in readers if _mask_slot(n) is None)
+    if others:
         return f"the mask is also read by {others}"
     seed_slot = schema.inputs.index("seed?")
     if seed_slot >= len(node.inputs) or node.inputs[seed_slot] is None:
@@ -69,14 +79,15 @@ def _refusal(node: ir.Node, mask: ir.Value) -> str | None:
     if schema.outputs.index("mask?") != len(node.outputs) - 1:
         return "the mask is not the last output"
     forward = schema.attribute_values(node)
-    forward.setdefault("axes", ())  # the fused ops share no mask axes
     for grad in readers:
-        wanted = fir.schema("DropoutGrad").attribute_values(grad)
-        if grad.inputs[1] is not mask or (len(grad.inputs) > 2 and grad.inputs[2] is not None):
-            return f"DropoutGrad {grad.name!r} reads the mask in another slot or has a seed"
-        differ = [a for a in _GRAD_ATTRIBUTES if _plain(forward[a]) != _plain(wanted[a])]
+        k = _mask_slot(grad)
+        if grad.inputs[k] is not mask or (len(grad.inputs) > k + 1 and grad.inputs[k + 1]):
+            return f"{grad.op_type} {grad.name!r} reads the mask in another slot or has a seed"
+        wanted = fir.SCHEMAS[grad.op_type].attribute_values(grad)
+        # A fused forward shares no mask axes: its `axes` are ().
+        differ = [a for a in wanted if _plain(forward.get(a, ())) != _plain(wanted[a])]
         if differ:
-            return f"DropoutGrad {grad.name!r} has other {differ} than the forward"
+            return f"{grad.op_type} {grad.name!r} has other {differ} than the forward"
     return None
 
 
@@ -96,11 +107,11 @@ def recompute_dropout_mask(model: ir.Model) -> RecomputeReport:
         offset_slot = schema.inputs.index("offset?")
         offset = node.inputs[offset_slot] if offset_slot < len(node.inputs) else None
         for use in list(mask.uses()):
-            grad = use.node
-            grad.resize_inputs(4)
-            grad.replace_input_with(1, None)
-            grad.replace_input_with(2, seed)
-            grad.replace_input_with(3, offset)
+            grad, k = use.node, _mask_slot(use.node)
+            grad.resize_inputs(k + 3)
+            grad.replace_input_with(k, None)
+            grad.replace_input_with(k + 1, seed)
+            grad.replace_input_with(k + 2, offset)
         node.resize_outputs(len(node.outputs) - 1)
         recomputed.append(node.name or node.op_type)
     return RecomputeReport(tuple(recomputed), tuple(refused))

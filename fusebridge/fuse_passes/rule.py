@@ -77,13 +77,21 @@ class FusionRule(pattern.RewriteRuleClassBase):
         return op.initializer(ir.tensor(np.ascontiguousarray(array), name=name), name=name)
 
     def fusebridge_node(
-        self, op, op_type: str, inputs: list, attrs: dict, num_outputs: int = 1, name: str = ""
+        self,
+        op,
+        op_type: str,
+        inputs: list,
+        attrs: dict,
+        num_outputs: int = 1,
+        name: str = "",
+        fires: bool = True,
     ) -> ir.Value | tuple[ir.Value, ...]:
         """The new node; `name` keeps the name of the node it replaces (the one reports and
-        explicit_rng's streams call it by), instead of the rewriter's node_<op>_<k>."""
+        explicit_rng's streams call it by), instead of the rewriter's node_<op>_<k>. A rewrite
+        that makes several nodes counts one firing (fires=False for the others)."""
         while inputs and inputs[-1] is None:
             inputs.pop()
-        self.fired += 1
+        self.fired += int(fires)
         outputs = getattr(op, op_type)(
             *inputs,
             _domain=fir.DOMAIN,

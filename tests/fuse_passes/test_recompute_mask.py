@@ -120,3 +120,75 @@ def test_dropout_grad_needs_one_of_mask_and_seed(inputs):
         grad.replace_input_with(i, values[name])
     with pytest.raises(fb.ArgumentError, match=r"give one of mask .* and seed"):
         fb.Session(model)
+
+
+# -- softmax with its backward: softmax_dropout_training -------------------------------------
+def _softmax_training_model(*, sum_axis=-1, extra_reader=False, axis=-1) -> ir.Model:
+    """x -> Softmax -> Dropout(seed, offset) -> y; dy -> DropoutGrad -> g; softmax's gradient
+    P * (g - ReduceSum(g * P)) -> dx, written out in ONNX ops as the Paddle frontend does."""
+    H = helper
+    nodes = [
+        H.make_node("Softmax", ["x"], ["probs"], axis=axis),
+        H.make_node(
+            "Dropout", ["probs", "seed", "offset"], ["y", "mask"], "drop", domain=DOMAIN, p=0.25
+        ),
+        H.make_node("DropoutGrad", ["dy", "mask"], ["g"], "grad", domain=DOMAIN, p=0.25),
+        H.make_node("Mul", ["g", "probs"], ["weighted"]),
+        H.make_node("ReduceSum", ["weighted", "axes"], ["total"], keepdims=1),
+        H.make_node("Sub", ["g", "total"], ["centred"]),
+        H.make_node("Mul", ["probs", "centred"], ["dx"]),
+    ]
+    value = lambda name: H.make_tensor_value_info(name, TensorProto.FLOAT, [2, 3, 8])  # noqa: E731
+    outputs = [value("y"), value("dx")]
+    if extra_reader:
+        nodes.append(H.make_node("Relu", ["probs"], ["side"]))
+        outputs.append(value("side"))
+    inits = [
+        numpy_helper.from_array(np.array(SEED - 2**64, np.int64), "seed"),
+        numpy_helper.from_array(np.array(OFFSET, np.int64), "offset"),
+        numpy_helper.from_array(np.array([sum_axis], np.int64), "axes"),
+    ]
+    graph = H.make_graph(nodes, "g", [value("x"), value("dy")], outputs, inits)
+    proto = H.make_model(graph, opset_imports=[H.make_opsetid("", 17), H.make_opsetid(DOMAIN, 1)])
+    proto.ir_version = 8
+    return ir.from_proto(proto)
+
+
+def _softmax_dropout_dx(axis: int) -> np.ndarray:
+    """The formula in float64, keep from reference.py's Philox."""
+    e = np.exp(X.astype(np.float64) - X.max(axis=axis, keepdims=True))
+    probs = e / e.sum(axis=axis, keepdims=True)
+    g = _expected_dx(0.25, "upscale_in_train").astype(np.float64)
+    return probs * (g - (g * probs).sum(axis=axis, keepdims=True))
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_softmax_with_its_backward_fuses_and_recomputes(axis):
+    model = _softmax_training_model(sum_axis=axis, axis=axis)
+    fused, report = fb.optimize(model, "training")
+    assert report.fired("softmax_dropout_training") == 1
+    assert sorted(n.op_type for n in fused.graph) == ["SoftmaxDropout", "SoftmaxDropoutGrad"]
+    feeds = {"x": X, "dy": DY}
+    want = fb.Session(model).run(feeds)
+    for backend in ("kernels", "reference"):
+        got = fb.Session(fused, backend=backend).run(feeds)
+        np.testing.assert_allclose(got["y"], want["y"], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(got["dx"], want["dx"], rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(got["dx"], _softmax_dropout_dx(axis), rtol=1e-5, atol=1e-7)
+    stored = fb.Session(fused).run(feeds)
+    assert recompute_dropout_mask(fused).recomputed == ("drop",)
+    forward, backward = sorted(fused.graph, key=lambda n: n.op_type)
+    assert len(forward.outputs) == 1 and backward.inputs[2] is None
+    assert backward.inputs[3:] == forward.inputs[1:]
+    recomputed = fb.Session(fused).run(feeds)
+    for name in stored:
+        np.testing.assert_array_equal(recomputed[name], stored[name])
+
+
+def test_softmax_training_fusion_refusals():
+    _, report = fb.optimize(_softmax_training_model(extra_reader=True), "training")
+    (why,) = [w for _, w in report.refusals("softmax_dropout_training")]
+    assert why == "the probabilities 'probs' are read outside the softmax backward"
+    _, report = fb.optimize(_softmax_training_model(sum_axis=1), "training")
+    (why,) = [w for _, w in report.refusals("softmax_dropout_training")]
+    assert why == "the ReduceSum is not over the softmax axis -1 with keepdims"
