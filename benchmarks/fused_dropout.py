@@ -6,13 +6,12 @@ fusebridge writes into preallocated outputs (out=); torch allocates its results.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from benchmarks.common import best_time, markdown_table
+from benchmarks.common import markdown_table, timed_in_turns
 from fusebridge import kernels
 
 P = 0.1
@@ -33,23 +32,6 @@ def _torch(threads: int) -> Any:
 def _fast_isas() -> list[str]:
     # scalar is the portable fallback: its numbers say nothing about the fusion.
     return [i for i in reversed(kernels.available_isas()) if i != "scalar"] or ["scalar"]
-
-
-def _timed(cases: list[tuple[str, Callable[[], object]]], repeat: int) -> list[tuple[str, float]]:
-    """Best time of each case, the cases taking turns over several rounds: this VM's speed
-    drifts by tens of percent within a minute, and taking turns exposes every case to it.
-    Peers (names not starting with "fusebridge") take turns among themselves afterwards:
-    their thread pools (torch's OpenMP, NumPy's OpenBLAS) spin after each call and would take
-    the two cores from the next case."""
-    ours = [c for c in cases if c[0].startswith("fusebridge")]
-    peers = [c for c in cases if c not in ours]
-    best: dict[str, float] = {}
-    for group in (ours, peers):
-        time.sleep(0.5)  # let the last group's spinning threads go to sleep
-        for _ in range(5):
-            for name, fn in group:
-                best[name] = min(best.get(name, float("inf")), best_time(fn, max(1, repeat // 5)))
-    return [(name, best[name]) for name, _ in cases]
 
 
 def _on(isa: str, fn: Callable[[], object]) -> Callable[[], object]:
@@ -94,7 +76,7 @@ def _softmax_cases(x: np.ndarray, torch: Any) -> list[tuple[str, Callable[[], ob
 def _softmax_section(repeat: int, torch: Any) -> str:
     x = np.random.default_rng(0).standard_normal(ATTENTION, dtype=np.float32) * 3
     start_isa = kernels.isa()
-    rows = _timed(_softmax_cases(x, torch), repeat)
+    rows = timed_in_turns(_softmax_cases(x, torch), repeat)
     kernels.set_isa(start_isa)
     fused = rows[0][1]
     table = [[name, f"{secs * 1e3:.3f}", f"{secs / fused:.2f}"] for name, secs in rows]
@@ -141,7 +123,7 @@ def _gemm_section(repeat: int, torch: Any) -> str:
     for a_shape, b_shape in GEMMS:
         a = rng.standard_normal(a_shape, dtype=np.float32)
         b = rng.standard_normal(b_shape, dtype=np.float32)
-        timed = _timed(_gemm_cases(a, b, torch), repeat)
+        timed = timed_in_turns(_gemm_cases(a, b, torch), repeat)
         bare = timed[0][1]
         shape = f"{list(a_shape)} x {list(b_shape)}"
         for name, secs in timed:
@@ -184,7 +166,9 @@ def _memory_section(repeat: int) -> str:
             )
         )
     for name, out_bytes, mask_bytes, from_mask, recompute in cases:
-        cases_timed = _timed([("fusebridge mask", from_mask), ("fusebridge re", recompute)], repeat)
+        cases_timed = timed_in_turns(
+            [("fusebridge mask", from_mask), ("fusebridge re", recompute)], repeat
+        )
         (_, t_mask), (_, t_re) = cases_timed
         table.append(
             [

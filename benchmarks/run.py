@@ -16,6 +16,7 @@ SECTIONS = {
     "fused_dropout": "benchmarks.fused_dropout",
     "gru": "benchmarks.gru",
     "paddle_models": "benchmarks.paddle_models",
+    "paddle_training": "benchmarks.paddle_training",
     "mxnet_models": "benchmarks.mxnet_models",
 }
 
