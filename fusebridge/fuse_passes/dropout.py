@@ -158,7 +158,6 @@ class SoftmaxDropoutTraining(_TrainingDropoutFusion):
 
     name = "softmax_dropout_training"
     commute = True  # Mul(g, P), Mul(P, centred) either way round
-    runs_after: ClassVar[dict[str, str]] = {}
 
     def pattern(self, op, x, dy, axes):
         probs = op.Softmax(x, _outputs=["probs"])

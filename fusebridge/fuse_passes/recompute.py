@@ -6,9 +6,9 @@ op with a `mask?` output and seed?/offset? inputs) whose mask only backward ops 
 (DropoutGrad, SoftmaxDropoutGrad) loses that output, and those take the forward's seed and
 offset instead. Element i of the dropout's output draws from (seed, offset, i) in both passes
 (shared/reference/rng.md), and dY has the output's shape, so the gradients are bit for bit
-those from the stored mask.
-Saved: the mask, numel/8 bytes per dropout, for as long as the forward's results wait for the
-backward. Paid: the Philox draws a second time (docs/dropout.md).
+those from the stored mask. Saved: the mask, numel/8 bytes per dropout, for as long as the
+forward's results wait for the backward. Paid: the Philox draws a second time
+(docs/dropout.md).
 
 Run it after explicit_rng (a dropout without a seed input has no bits to recompute) and after
 the training fusions (the fused ops' masks are recomputed the same way).
@@ -30,7 +30,7 @@ class RecomputeReport:
 
     def text(self) -> str:
         lines = [f"recompute_dropout_mask: {len(self.recomputed)} mask(s) recomputed"]
-        lines += [f"  {name!r}: recomputed in its DropoutGrad" for name in self.recomputed]
+        lines += [f"  {name!r}: recomputed in its backward" for name in self.recomputed]
         lines += [f"  {name!r}: kept, {why}" for name, why in self.refused]
         return "\n".join(lines)
 
