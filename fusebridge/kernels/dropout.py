@@ -47,18 +47,26 @@ class DropoutDescriptor:
     isa: str
 
 
+def dropout_arguments(desc: object) -> dict[str, object]:
+    """The dropout part of a primitive's constructor arguments, from any descriptor with the
+    fields global_shape, start, p, mode, training and isa (the fused ops' too)."""
+    return {
+        "global_shape": list(desc.global_shape),
+        "start": list(desc.start),
+        "p": desc.p,
+        "mode": MODES[desc.mode],
+        "training": desc.training,
+        "isa": core.ISAS.index(desc.isa),
+        "stream_min_bytes": STREAM_MIN_BYTES,
+    }
+
+
 def _create(desc: DropoutDescriptor) -> object:
     return core._C.DropoutPrimitive(
         shape=list(desc.shape),
-        global_shape=list(desc.global_shape),
-        start=list(desc.start),
         mask_shape=list(desc.mask_shape),
         dtype=FLOAT_DTYPES[desc.dtype],
-        p=desc.p,
-        mode=MODES[desc.mode],
-        training=desc.training,
-        isa=core.ISAS.index(desc.isa),
-        stream_min_bytes=STREAM_MIN_BYTES,
+        **dropout_arguments(desc),
     )
 
 

@@ -17,7 +17,12 @@ import numpy as np
 from fusebridge.errors import ArgumentError, ArgumentTypeError
 from fusebridge.kernels import core
 from fusebridge.kernels.arguments import as_int, as_output, as_probability, as_u64
-from fusebridge.kernels.dropout import MODES, STREAM_MIN_BYTES, _mode, _shard, dropout_backward
+from fusebridge.kernels.dropout import (
+    _mode,
+    _shard,
+    dropout_arguments,
+    dropout_backward,
+)
 from fusebridge.kernels.primitive_cache import CACHE
 
 Shard = tuple[Sequence[int], Sequence[int]]
@@ -186,13 +191,7 @@ def _create_matmul(desc: MatmulDropoutDescriptor) -> object:
         a_size=int(np.prod(a_shape, dtype=np.int64)),
         b_size=int(np.prod(b_shape, dtype=np.int64)),
         shape=[*batch, m, n],
-        global_shape=list(desc.global_shape),
-        start=list(desc.start),
-        p=desc.p,
-        mode=MODES[desc.mode],
-        training=desc.training,
-        isa=core.ISAS.index(desc.isa),
-        stream_min_bytes=STREAM_MIN_BYTES,
+        **dropout_arguments(desc),
     )
 
 
@@ -366,13 +365,7 @@ def _create_softmax(desc: SoftmaxDropoutDescriptor) -> object:
     return core._C.SoftmaxDropoutPrimitive(
         shape=list(desc.shape),
         axis=desc.axis,
-        global_shape=list(desc.global_shape),
-        start=list(desc.start),
-        p=desc.p,
-        mode=MODES[desc.mode],
-        training=desc.training,
-        isa=core.ISAS.index(desc.isa),
-        stream_min_bytes=STREAM_MIN_BYTES,
+        **dropout_arguments(desc),
     )
 
 
