@@ -78,21 +78,33 @@ class _Builder:
     def op(self, type: str, inputs: dict, outputs: dict, attrs: dict) -> None:
         self.block.append_op(type=type, inputs=inputs, outputs=outputs, attrs=attrs)
 
-    def fc(self, x: Any, in_size: int, size: int, lod_level: int) -> Any:
+    def fc(
+        self,
+        x: Any,
+        in_size: int,
+        size: int,
+        lod_level: int,
+        num_flatten_dims: int = 1,
+        bias: bool = True,
+    ) -> Any:
         """What fluid.layers.fc / Paddle 3.3.1's legacy static fc emit: mul, then
-        elementwise_add with axis = num_flatten_dims = 1."""
+        elementwise_add with axis = num_flatten_dims (without bias, the mul alone)."""
         p = self.prefix("fc")
         w = self.param(f"{p}.w_0", [in_size, size])
-        b = self.param(f"{p}.b_0", [size])
         prod = self.var(f"{p}.tmp_0", lod_level=lod_level)
-        out = self.var(f"{p}.tmp_1", lod_level=lod_level)
         self.op(
             "mul",
             {"X": [x], "Y": [w]},
             {"Out": [prod]},
-            {"x_num_col_dims": 1, "y_num_col_dims": 1},
+            {"x_num_col_dims": num_flatten_dims, "y_num_col_dims": 1},
         )
-        self.op("elementwise_add", {"X": [prod], "Y": [b]}, {"Out": [out]}, {"axis": 1})
+        if not bias:
+            return prod
+        b = self.param(f"{p}.b_0", [size])
+        out = self.var(f"{p}.tmp_1", lod_level=lod_level)
+        self.op(
+            "elementwise_add", {"X": [prod], "Y": [b]}, {"Out": [out]}, {"axis": num_flatten_dims}
+        )
         return out
 
     def gru(self, x: Any, hidden: int, *, is_reverse: bool) -> Any:
@@ -294,15 +306,19 @@ def save_model(
     model_path = os.path.join(dirname, COMBINED_MODEL if combined else SEPARATE_MODEL)
     with open(model_path, "rb") as f:
         desc = paddle.base.core.ProgramDesc(f.read())
-    # With clip_extra=False every op keeps the Python call stack that created it (absolute paths
-    # of this checkout and of site-packages): without it the bytes depend only on the model.
+    write_without_call_stacks(desc, model_path)
+
+
+def write_without_call_stacks(desc: Any, path: str | os.PathLike) -> None:
+    """Writes a ProgramDesc without the Python call stack each op keeps (absolute paths of this
+    checkout and of site-packages): the bytes then depend only on the model."""
     for i in range(desc.num_blocks()):
         block_desc = desc.block(i)
         for j in range(block_desc.op_size()):
             op = block_desc.op(j)
             if op.has_attr("op_callstack"):
                 op.remove_attr("op_callstack")
-    with open(model_path, "wb") as f:
+    with open(path, "wb") as f:
         f.write(desc.serialize_to_string())
 
 

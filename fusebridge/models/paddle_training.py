@@ -23,7 +23,11 @@ from typing import Any
 import numpy as np
 
 from fusebridge.integrations.paddle.legacy import import_paddle, legacy_static
-from fusebridge.models.paddle_models import _Builder, scope_with_weights
+from fusebridge.models.paddle_models import (
+    _Builder,
+    scope_with_weights,
+    write_without_call_stacks,
+)
 
 # (output name, p, dropout_implementation, fixed seed or None)
 DROPOUTS = (
@@ -56,21 +60,7 @@ def build_attention_training(
             x = paddle.static.data("x", [-1, steps, hidden], "float32")
 
             def project(src: Any, bias: bool) -> Any:
-                p = b.prefix("fc")
-                out = b.var(f"{p}.tmp_0")
-                w = b.param(f"{p}.w_0", [hidden, hidden])
-                b.op("mul", {"X": [src], "Y": [w]}, {"Out": [out]}, {"x_num_col_dims": 2})
-                if not bias:
-                    return out
-                biased = b.var(f"{p}.tmp_1")
-                bias_param = b.param(f"{p}.b_0", [hidden])
-                b.op(
-                    "elementwise_add",
-                    {"X": [out], "Y": [bias_param]},
-                    {"Out": [biased]},
-                    {"axis": 2},
-                )
-                return biased
+                return b.fc(src, hidden, hidden, 0, num_flatten_dims=2, bias=bias)
 
             def dropout(src: Any, name: str, p: float, mode: str, fixed: int | None) -> Any:
                 out = b.var(name)
@@ -128,14 +118,7 @@ def save_training_program(model: TrainingProgram, dirname: str | os.PathLike) ->
                 model.program,
                 vars=[model.program.global_block().var(name) for name in model.weights],
             )
-        desc = model.program.desc
-        for i in range(desc.num_blocks()):  # call stacks hold this checkout's paths
-            block = desc.block(i)
-            for j in range(block.op_size()):
-                if block.op(j).has_attr("op_callstack"):
-                    block.op(j).remove_attr("op_callstack")
-        with open(os.path.join(dirname, "__model__"), "wb") as f:
-            f.write(desc.serialize_to_string())
+        write_without_call_stacks(model.program.desc, os.path.join(dirname, "__model__"))
 
 
 def run_training_program(
