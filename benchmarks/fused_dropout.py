@@ -193,6 +193,45 @@ def _memory_section(repeat: int) -> str:
     return "### Backward: memory the recompute path saves\n\n" + markdown_table(header, table)
 
 
+BREAKDOWN_SHAPES = [(1, 2, 128, 128), (2, 8, 128, 128), ATTENTION]  # 128 KiB, 1 MiB, 8 MiB
+
+
+def _breakdown_cases(x: np.ndarray) -> list[tuple[str, Callable[[], object]]]:
+    y, tmp = np.empty_like(x), np.empty_like(x)
+    return [
+        ("fusebridge copy (np.copyto)", lambda: np.copyto(y, x)),
+        ("fusebridge keep bits alone", lambda: kernels.dropout_mask(x.shape, P, seed=SEED)),
+        ("fusebridge softmax", lambda: kernels.softmax(x, out=y)),
+        ("fusebridge dropout", lambda: kernels.dropout(x, P, seed=SEED, out=y)),
+        (
+            "fusebridge softmax, then dropout",
+            lambda: kernels.dropout(kernels.softmax(x, out=tmp), P, seed=SEED, out=y),
+        ),
+        (
+            "fusebridge softmax_dropout, p = 0 with mask",
+            lambda: kernels.softmax_dropout(x, 0.0, seed=SEED, out=y, return_mask=True),
+        ),
+        ("fusebridge softmax_dropout", lambda: kernels.softmax_dropout(x, P, seed=SEED, out=y)),
+    ]
+
+
+def _breakdown_section(repeat: int) -> str:
+    """Where softmax_dropout's time goes, one thread, ns per element: memory alone (a copy),
+    the keep bits alone, each op alone, the fused op without Philox (p = 0, mask kept) and
+    with it, at a size in L2, one in L3 and the attention size."""
+    threads = kernels.get_num_threads()
+    kernels.set_num_threads(1)
+    table = []
+    for shape in BREAKDOWN_SHAPES:
+        x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32) * 3
+        for name, secs in timed_in_turns(_breakdown_cases(x), repeat):
+            what = name.removeprefix("fusebridge ")
+            table.append([f"{x.nbytes >> 10} KiB", what, f"{secs / x.size * 1e9:.3f}"])
+    kernels.set_num_threads(threads)
+    title = f"softmax_dropout, where the time goes: 1 thread, ns per element, p = {P}"
+    return f"### {title}\n\n" + markdown_table(["float32 x", "what", "ns / element"], table)
+
+
 def run(quick: bool = False, threads: int = 2) -> str:
     repeat = 10 if quick else 40
     kernels.set_num_threads(threads)
@@ -201,6 +240,7 @@ def run(quick: bool = False, threads: int = 2) -> str:
         _softmax_section(repeat, torch),
         _gemm_section(repeat, torch),
         _memory_section(max(3, repeat // 4)),
+        _breakdown_section(repeat),
     ]
     return f"## Fused dropout, {threads} threads\n\n" + "\n\n".join(sections)
 
