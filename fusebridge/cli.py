@@ -97,13 +97,13 @@ def _op_counts(model) -> str:
 def _training(model: ir.Model) -> tuple[ir.Model, str]:
     """A training graph: explicit RNG streams, the dropout fusions, then masks recomputed in
     the backward (what each step did, as text)."""
-    from fusebridge.fuse_passes import explicit_rng, recompute_dropout_mask
+    from fusebridge.fuse_passes import PIPELINES, explicit_rng, recompute_dropout_mask
 
-    model = ir.from_proto(ir.to_proto(model))  # explicit_rng rewrites in place
+    model = ir.from_proto(ir.to_proto(model))  # every step rewrites in place
     streams = explicit_rng(model)
-    optimized, report = fusebridge.optimize(model, "training")
-    masks = recompute_dropout_mask(optimized)
-    return optimized, "\n".join([streams.text(), report.text(), masks.text()])
+    report = PIPELINES["training"].apply(model)
+    masks = recompute_dropout_mask(model)
+    return model, "\n".join([streams.text(), report.text(), masks.text()])
 
 
 def optimize_command(

@@ -41,7 +41,6 @@ DROPOUTS = (
 class TrainingProgram:
     program: Any  # paddle.static.Program with the backward ops
     scope: Any  # its parameters
-    feed_names: list[str]  # x (and the twin's .keep tensors)
     loss: str
     grads: dict[str, str]  # parameter -> its gradient variable
     weights: dict[str, np.ndarray]
@@ -55,7 +54,6 @@ def build_attention_training(
     with legacy_static(paddle), paddle.utils.unique_name.guard():
         main, startup = paddle.static.Program(), paddle.static.Program()
         b = _Builder(paddle, main, np.random.default_rng(seed), 0.5)
-        feeds = ["x"]
         with paddle.static.program_guard(main, startup):
             x = paddle.static.data("x", [-1, steps, hidden], "float32")
 
@@ -66,7 +64,6 @@ def build_attention_training(
                 out = b.var(name)
                 if masks:
                     keep = paddle.static.data(f"{name}.keep", [-1, *src.shape[1:]], "float32")
-                    feeds.append(keep.name)
                     b.op("elementwise_mul", {"X": [src], "Y": [keep]}, {"Out": [out]}, {"axis": -1})
                     return out
                 mask = main.global_block().create_var(name=f"{name}.mask", dtype="uint8")
@@ -102,7 +99,7 @@ def build_attention_training(
             pairs = paddle.static.append_backward(loss)
         scope = scope_with_weights(paddle, startup, b.weights)
     grads = {param.name: grad.name for param, grad in pairs}
-    return TrainingProgram(main, scope, feeds, loss.name, grads, b.weights)
+    return TrainingProgram(main, scope, loss.name, grads, b.weights)
 
 
 def save_training_program(model: TrainingProgram, dirname: str | os.PathLike) -> None:

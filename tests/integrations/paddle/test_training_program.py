@@ -252,7 +252,7 @@ def test_a_seed_tensor_is_the_dropouts_seed(tmp_path):
             loss = block.create_var(name="loss", dtype="float32")
             block.append_op(type="mean", inputs={"X": [out]}, outputs={"Out": [loss]})
             paddle.static.append_backward(loss)
-    program = TrainingProgram(main, paddle.static.Scope(), ["x", "seed"], "loss", {}, {})
+    program = TrainingProgram(main, paddle.static.Scope(), "loss", {}, {})
     save_training_program(program, tmp_path)
     model = fb.load(tmp_path)
     assert [v.name for v in model.graph.inputs] == ["seed", "x"]  # by name
