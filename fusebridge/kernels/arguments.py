@@ -32,6 +32,12 @@ def as_int(value: object, op: str, name: str) -> int:
         ) from None
 
 
+def as_flag(value: object, op: str, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ArgumentTypeError(f"{op}: {name} must be True or False, got {type(value).__name__}")
+    return bool(value)
+
+
 def as_choice(value: object, choices: Iterable[str], op: str, name: str) -> str:
     """value, when it is one of the names in choices."""
     if not isinstance(value, str) or value not in choices:

@@ -13,6 +13,7 @@ from fusebridge.errors import ArgumentError, ArgumentTypeError
 from fusebridge.kernels import core
 from fusebridge.kernels.arguments import (
     FLOAT_DTYPES,
+    as_flag,
     as_float_array,
     as_int,
     as_output,
@@ -123,6 +124,17 @@ def _mask_shape(op: str, global_shape: tuple, axes: object, noise_shape: object)
     return tuple(1 if d in shared else g for d, g in enumerate(global_shape))
 
 
+def dropout_fields(op: str, p: object, mode: object, training: object) -> dict[str, object]:
+    """The checked dropout fields of a descriptor (this one's and the fused ops'): p, mode,
+    training and the ISA current now; dropout_arguments turns them into constructor ones."""
+    return {
+        "p": as_probability(p, op),
+        "mode": _mode(mode, op),
+        "training": as_flag(training, op, "training"),
+        "isa": core.isa(),
+    }
+
+
 def _primitive(op, shape, dtype, p, mode, training, axes, noise_shape, shard) -> object:
     global_shape, start = _shard(op, shape, shard)
     desc = DropoutDescriptor(
@@ -131,10 +143,7 @@ def _primitive(op, shape, dtype, p, mode, training, axes, noise_shape, shard) ->
         start=start,
         mask_shape=_mask_shape(op, global_shape, axes, noise_shape),
         dtype=dtype,
-        p=as_probability(p, op),
-        mode=_mode(mode, op),
-        training=bool(training),
-        isa=core.isa(),
+        **dropout_fields(op, p, mode, training),
     )
     return CACHE.get(desc, _create)
 

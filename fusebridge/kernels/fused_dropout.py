@@ -16,12 +16,12 @@ import numpy as np
 
 from fusebridge.errors import ArgumentError, ArgumentTypeError
 from fusebridge.kernels import core
-from fusebridge.kernels.arguments import as_int, as_output, as_probability, as_u64
+from fusebridge.kernels.arguments import as_flag, as_int, as_output, as_u64
 from fusebridge.kernels.dropout import (
-    _mode,
     _shard,
     dropout_arguments,
     dropout_backward,
+    dropout_fields,
 )
 from fusebridge.kernels.primitive_cache import CACHE
 
@@ -69,12 +69,6 @@ def _float32(x: object, op: str, name: str) -> np.ndarray:
     if arr.dtype != F32:
         raise ArgumentTypeError(f"{op}: {name} must be float32, got {arr.dtype}")
     return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
-
-
-def _flag(value: object, op: str, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ArgumentTypeError(f"{op}: {name} must be True or False, got {type(value).__name__}")
-    return bool(value)
 
 
 def _axis(axis: object, op: str, ndim: int) -> int:
@@ -208,8 +202,8 @@ def _matmul_primitive(
     shard: object,
 ) -> tuple[object, tuple[int, ...], np.ndarray | None]:
     """(primitive, output shape, bias checked) after every check of the arguments."""
-    transpose_a = _flag(transpose_a, op, "transpose_a")
-    transpose_b = _flag(transpose_b, op, "transpose_b")
+    transpose_a = as_flag(transpose_a, op, "transpose_a")
+    transpose_b = as_flag(transpose_b, op, "transpose_b")
     m, n, k, shape = _matmul_shapes(op, a, b, transpose_a, transpose_b)
     if max(m, n, k, m * k, k * n, m * n) > 2**31 - 1:
         raise ArgumentError(
@@ -229,10 +223,7 @@ def _matmul_primitive(
         bias=bias is not None,
         global_shape=global_shape,
         start=start,
-        p=as_probability(p, op),
-        mode=_mode(mode, op),
-        training=_flag(training, op, "training"),
-        isa=core.isa(),
+        **dropout_fields(op, p, mode, training),
     )
     return CACHE.get(desc, _create_matmul), shape, bias
 
@@ -259,7 +250,7 @@ def matmul_dropout(
     op = "matmul_dropout"
     a, b = _float32(a, op, "a"), _float32(b, op, "b")
     seed, offset = as_u64(seed, op, "seed"), as_u64(offset, op, "offset")
-    return_mask = _flag(return_mask, op, "return_mask")
+    return_mask = as_flag(return_mask, op, "return_mask")
     prim, shape, bias = _matmul_primitive(
         op, a, b, bias, transpose_a, transpose_b, p, mode, training, shard
     )
@@ -393,10 +384,7 @@ def _softmax_primitive(
         axis=axis,
         global_shape=global_shape,
         start=start,
-        p=as_probability(p, op),
-        mode=_mode(mode, op),
-        training=_flag(training, op, "training"),
-        isa=core.isa(),
+        **dropout_fields(op, p, mode, training),
     )
     return CACHE.get(desc, _create_softmax)
 
@@ -420,7 +408,7 @@ def softmax_dropout(
     op = "softmax_dropout"
     x = _float32(x, op, "x")
     seed, offset = as_u64(seed, op, "seed"), as_u64(offset, op, "offset")
-    return_mask = _flag(return_mask, op, "return_mask")
+    return_mask = as_flag(return_mask, op, "return_mask")
     prim = _softmax_primitive(op, x.shape, axis, p, mode, training, shard)
     y = as_output(out, x.shape, F32, x, op)
     mask = _new_mask(prim, return_mask)
