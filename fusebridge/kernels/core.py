@@ -63,7 +63,7 @@ def set_num_threads(n: int) -> None:
 
 
 def get_num_threads() -> int:
-    return _C.omp_threads()
+    return _C.max_threads()
 
 
 def blas_info() -> dict[str, object]:
@@ -71,11 +71,11 @@ def blas_info() -> dict[str, object]:
         "library": scipy_openblas32.get_library(),
         "version": scipy_openblas32.__version__,
         "config": _C.blas_config().strip(),
-        "threads": _C.omp_threads(),
+        "threads": _C.max_threads(),
         "openblas_pool_threads": _C.blas_threads(),
     }
 
 
-_C.set_num_threads(_C.omp_threads())  # parks OpenBLAS's pool at one thread from the start
+_C.set_num_threads(_C.max_threads())  # parks OpenBLAS's pool at one thread from the start
 if "FUSEBRIDGE_ISA" in os.environ:
     set_isa(os.environ["FUSEBRIDGE_ISA"])

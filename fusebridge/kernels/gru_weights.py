@@ -18,9 +18,9 @@ _REAL = (np.float16, np.float32, np.float64)
 class GRUWeights:
     """Canonical GRU weights in the kernel's layout; the arrays are read-only.
 
-    wx [IC, D*3*OC]: both directions side by side, so one GEMM projects every word for both.
-    wh [D, OCp/16, OC, 3, 16]: per block of 16 hidden units, row k of Wh's update, reset and
-    candidate columns, so the recurrent product streams one contiguous panel per block.
+    wx [D, OCp/16, IC, 3, 16] and wh [D, OCp/16, OC, 3, 16]: per block of 16 hidden units, row
+    k of the matrix's update, reset and candidate columns, so the projection and the recurrent
+    product each stream one contiguous panel per block.
     bias_x [D, 3, OCp]: the input bias plus the recurrent update/reset bias (those two are
     always simply added). bias_hc [D, OCp]: the recurrent candidate bias, which sits inside
     r * (...) with linear_before_reset. OCp is OC rounded up to 16; padding is zero.
@@ -71,6 +71,15 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _blocked(w: np.ndarray, ocp: int) -> np.ndarray:
+    """[D, K, 3*OC] -> [D, OCp/16, K, 3, 16], zero past OC (gru_kernels.hpp's packing)."""
+    d, k, g3 = w.shape
+    oc = g3 // 3
+    blocks = np.zeros((d, k, 3, ocp), np.float32)  # [D, k, gate, unit]
+    blocks[..., :oc] = w.reshape(d, k, 3, oc)
+    return blocks.reshape(d, k, 3, ocp // BLOCK, BLOCK).transpose(0, 3, 1, 2, 4)
+
+
 def pack_gru_weights(
     wx: np.ndarray,
     wh: np.ndarray,
@@ -101,15 +110,12 @@ def pack_gru_weights(
     bias_hc = np.zeros((d, ocp), np.float32)
     bias_hc[:, :oc] = bh[:, 2]
 
-    blocks = np.zeros((d, oc, 3, ocp), np.float32)  # [D, k, gate, unit]
-    blocks[..., :oc] = wh.reshape(d, oc, 3, oc)
-    packed = blocks.reshape(d, oc, 3, ocp // BLOCK, BLOCK).transpose(0, 3, 1, 2, 4)
     return GRUWeights(
         directions=d,
         input_size=ic,
         hidden_size=oc,
-        wx=_frozen(wx.transpose(1, 0, 2).reshape(ic, d * 3 * oc)),
-        wh=_frozen(packed),
+        wx=_frozen(_blocked(wx, ocp)),
+        wh=_frozen(_blocked(wh, ocp)),
         bias_x=_frozen(bias_x),
         bias_hc=_frozen(bias_hc),
     )

@@ -5,17 +5,42 @@ import pytest
 
 from fusebridge import ArgumentError, kernels
 
+GEMM_SHAPES = [(1, 1, 1), (3, 5, 2), (64, 33, 17), (301, 257, 129), (20, 64, 1000), (600, 40, 1100)]
 
-@pytest.mark.parametrize(
-    "shape", [(1, 1, 1), (3, 5, 2), (64, 33, 17), (301, 257, 129), (20, 64, 1000)]
-)
+
+def gemm_error_bound(a: np.ndarray, b: np.ndarray, alpha: float) -> np.ndarray:
+    """The standard bound for a float32 dot product of length k: |fl(a.b) - a.b| <= gamma_k *
+    |a|.|b|, gamma_k = k u / (1 - k u), u = 2^-24 (Higham, Accuracy and Stability, 3.1)."""
+    k, u = a.shape[1], 2.0**-24
+    gamma = k * u / (1 - k * u)
+    return abs(alpha) * gamma * (np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64))
+
+
+@pytest.mark.parametrize("shape", GEMM_SHAPES)
 def test_sgemm_through_openblas(shape, threads):
-    threads(2)  # the two largest are split over the threads, by rows and by columns
+    threads(2)  # the largest are cut into several pieces (rows and columns)
     m, k, n = shape
     rng = np.random.default_rng(0)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
-    np.testing.assert_allclose(kernels.sgemm(a, b, alpha=2.0), 2.0 * (a @ b), rtol=1e-5, atol=1e-5)
+    exact = 2.0 * (a.astype(np.float64) @ b.astype(np.float64))
+    error = np.abs(kernels.sgemm(a, b, alpha=2.0) - exact)
+    assert (error <= gemm_error_bound(a, b, 2.0)).all()
+
+
+@pytest.mark.parametrize("shape", GEMM_SHAPES)
+def test_sgemm_bits_do_not_depend_on_threads(shape, threads):
+    """Pieces are cut from the shape, never from the thread count."""
+    m, k, n = shape
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    results = []
+    for count in (1, 2, 3):
+        threads(count)
+        results.append(kernels.sgemm(a, b))
+    for other in results[1:]:
+        np.testing.assert_array_equal(other, results[0])
 
 
 def test_sgemm_rejects_shapes_that_do_not_chain():

@@ -107,9 +107,45 @@ def test_threads_give_the_same_bits(each_isa, threads, lbr, direction):
     attrs = {"direction": direction, "linear_before_reset": lbr, "origin_mode": False}
     threads(1)
     one = kernels.fusion_gru(x, **args, **attrs)
-    threads(2)
-    two, _ = assert_matches_reference(x, args, **attrs)
-    np.testing.assert_array_equal(one, two)
+    for count in (2, 3):
+        threads(count)
+        many, _ = assert_matches_reference(x, args, **attrs)
+        np.testing.assert_array_equal(many, one)
+
+
+@pytest.mark.parametrize("lbr", [False, True])
+@pytest.mark.parametrize(
+    ("gate", "act"),
+    [("sigmoid", "tanh"), ("sigmoid", "relu"), ("tanh", "sigmoid"), ("relu", "identity")],
+)
+def test_nan_propagates(each_isa, gate, act, lbr):
+    """NaN in the input or in a weight reaches the outputs exactly where the reference puts
+    it (a clamp or a max that drops NaN would turn it into a finite number)."""
+    rng = np.random.default_rng(5)
+    lens = [3, 5, 1]
+    attrs = {
+        "direction": "bidirectional",
+        "linear_before_reset": lbr,
+        "origin_mode": False,
+        "gate_activation": gate,
+        "activation": act,
+    }
+    x, args = random_gru(rng, 2, 6, 20, lens, scale=0.25)
+    nan_x = np.full_like(x, np.nan)
+    nan_x[3] = x[3]  # one finite word: its sentence is NaN from the second word on
+    hidden, last = kernels.fusion_gru(nan_x, **args, **attrs, return_last=True)
+    ref_hidden, ref_last = reference.gru(nan_x, **args, **attrs)
+    np.testing.assert_array_equal(np.isnan(hidden), np.isnan(ref_hidden))
+    np.testing.assert_array_equal(np.isnan(last), np.isnan(ref_last))
+    assert np.isnan(hidden[:3]).all() and np.isnan(hidden[4:]).all()
+    assert np.isfinite(hidden[3, :20]).all()  # the forward direction's first word
+    for weight in ("wx", "wh"):
+        bad = {**args, weight: args[weight].copy()}
+        bad[weight][0, 2, 5] = np.nan  # one weight of the forward direction
+        hidden = kernels.fusion_gru(x, **bad, **attrs)
+        ref_hidden, _ = reference.gru(x, **bad, **attrs)
+        np.testing.assert_array_equal(np.isnan(hidden), np.isnan(ref_hidden))
+        assert np.isnan(hidden[:, :20]).any() and not np.isnan(hidden[:, 20:]).any()
 
 
 def test_padded_layouts_never_read_padding():

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include "runtime.hpp"
 
 namespace fusebridge {
 
@@ -104,7 +105,7 @@ void crf_decoding(const CrfDecodingArgs& a) {
     check(a);
     const int64_t n = a.offsets_size - 1;
     const double work = double(a.words) * double(a.tags) * double(a.tags);
-    const int nt = std::max(1, int(std::min<double>({double(omp_get_max_threads()), double(n),
+    const int nt = std::max(1, int(std::min<double>({double(max_threads()), double(n),
                                                      work / kMinWorkPerThread})));
     int64_t longest = 0;
     for (int64_t s = 0; s < n; ++s) longest = std::max(longest, a.offsets[s + 1] - a.offsets[s]);

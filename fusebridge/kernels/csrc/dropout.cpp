@@ -7,6 +7,7 @@
 
 #include "bits.hpp"
 #include "philox.hpp"
+#include "runtime.hpp"
 
 namespace fusebridge {
 
@@ -141,7 +142,7 @@ void DropoutPrimitive::generate(const void* x, void* y, uint8_t* mask, uint64_t 
     const int64_t items = (mask_numel_ + kChunk - 1) / kChunk;
     const auto* xb = static_cast<const char*>(x);
     auto* yb = static_cast<char*>(y);
-#pragma omp parallel for schedule(static) if (items > 1)
+#pragma omp parallel for schedule(static) num_threads(max_threads()) if (items > 1)
     for (int64_t item = 0; item < items; ++item) {
         uint64_t scratch[kChunk / 64 + 2];
         const int64_t end = std::min(mask_numel_, (item + 1) * kChunk);
@@ -225,7 +226,7 @@ void DropoutPrimitive::apply_mask(const void* x, void* y, const uint8_t* mask) c
     const int64_t items = (numel_ + kChunk - 1) / kChunk;
     const auto* xb = static_cast<const char*>(x);
     auto* yb = static_cast<char*>(y);
-#pragma omp parallel for schedule(static) if (items > 1)
+#pragma omp parallel for schedule(static) num_threads(max_threads()) if (items > 1)
     for (int64_t item = 0; item < items; ++item) {
         const int64_t end = std::min(numel_, (item + 1) * kChunk);
         for (int64_t pos = item * kChunk; pos < end;) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include "runtime.hpp"
 
 namespace fusebridge {
 
@@ -55,7 +56,7 @@ DropoutDesc f32(DropoutDesc d) {
 
 int threads_for(double work, double per_thread, int64_t items) {
     const double by_work = std::max(1.0, work / per_thread);
-    return int(std::min<double>({double(omp_get_max_threads()), double(std::max<int64_t>(items, 1)),
+    return int(std::min<double>({double(max_threads()), double(std::max<int64_t>(items, 1)),
                                  by_work}));
 }
 
@@ -115,7 +116,7 @@ void SoftmaxDropoutPrimitive::forward(const float* x, float* y, uint8_t* mask, u
     const bool plain = drop_.identity() && !mask;
     if (inner_ == 1) {
         const int64_t items = (outer_ + block_rows_ - 1) / block_rows_;
-#pragma omp parallel if (numel >= kParallelMin && items > 1)
+#pragma omp parallel num_threads(max_threads()) if (numel >= kParallelMin && items > 1)
         {
             // Normalized in an L1 scratch, then dropped on the way to y: the dropout's own
             // pass, whose non-temporal stores need a whole contiguous block to align once.
@@ -137,7 +138,7 @@ void SoftmaxDropoutPrimitive::forward(const float* x, float* y, uint8_t* mask, u
     }
     const int64_t per_outer = (inner_ + block_cols_ - 1) / block_cols_;
     const int64_t items = outer_ * per_outer;
-#pragma omp parallel if (numel >= kParallelMin && items > 1)
+#pragma omp parallel num_threads(max_threads()) if (numel >= kParallelMin && items > 1)
     {
         Scratch buf(size_t((len_ + 2) * block_cols_));
         float* p = buf.data();
@@ -172,7 +173,7 @@ void SoftmaxDropoutPrimitive::backward(const float* dy, const float* src, bool f
     };
     if (inner_ == 1) {
         const int64_t items = (outer_ + block_rows_ - 1) / block_rows_;
-#pragma omp parallel if (numel >= kParallelMin && items > 1)
+#pragma omp parallel num_threads(max_threads()) if (numel >= kParallelMin && items > 1)
         {
             Scratch g(size_t(block_rows_ * len_)), p(from_x ? size_t(len_) : 0);
 #pragma omp for schedule(static)
@@ -192,7 +193,7 @@ void SoftmaxDropoutPrimitive::backward(const float* dy, const float* src, bool f
     }
     const int64_t per_outer = (inner_ + block_cols_ - 1) / block_cols_;
     const int64_t items = outer_ * per_outer;
-#pragma omp parallel if (numel >= kParallelMin && items > 1)
+#pragma omp parallel num_threads(max_threads()) if (numel >= kParallelMin && items > 1)
     {
         const size_t block = size_t(len_ * block_cols_);
         Scratch buf(2 * block + 2 * size_t(block_cols_));
@@ -353,7 +354,7 @@ void MatmulDropoutPrimitive::forward(const float* a, const float* b, const float
     if (drop_.numel() == 0) return;
     const double fma =
         double(batches_) * double(m_) * double(n_) * double(std::max<int64_t>(k_dim_, 1));
-    const std::vector<Tile> work = tiles(omp_get_max_threads());
+    const std::vector<Tile> work = tiles(max_threads());
     const int nt = omp_in_parallel() ? 1 : threads_for(fma, kMinFmaPerThread, int64_t(work.size()));
     // Each tile is one single-threaded OpenBLAS call (its own pool stays at one thread).
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)

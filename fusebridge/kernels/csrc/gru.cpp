@@ -21,6 +21,10 @@ constexpr double kMinFmaPerThread = 16384;
 // machine's 2 MiB). When both directions together exceed it, they run one after the other,
 // each on all threads: a thread then holds a share of one direction's weights, not of both.
 constexpr double kWeightBytesPerThread = 1 << 20;
+// Rows of one projection work item (see project()), and the multiply-adds that make waking a
+// thread for the projection (one fork, no barriers) worth it.
+constexpr int64_t kProjectChunk = 64;
+constexpr double kMinProjectFmaPerThread = 1 << 19;
 
 // Work memory of one executing thread, kept between calls: primitives are shared by threads
 // (they live in a process-wide cache), so scratch cannot live in them, and fresh multi-megabyte
@@ -69,8 +73,7 @@ GruPrimitive::GruPrimitive(const GruDesc& desc)
             step_ = 1, x_rows_ = d_.steps * n_;
             break;
     }
-    compact_ = words_ < x_rows_;
-    gbase_ = compact_ ? prefix : base_;
+    gbase_ = prefix;
 
     order_.resize(n_);
     std::iota(order_.begin(), order_.end(), int64_t(0));
@@ -84,9 +87,9 @@ GruPrimitive::GruPrimitive(const GruDesc& desc)
 }
 
 int GruPrimitive::threads_for_recurrence(int64_t directions) const {
-    const int avail = omp_get_max_threads();
+    const int avail = max_threads();
     if (avail <= 1 || max_len_ == 0) return 1;
-    const int64_t tiles = (active_[0] + k_.tile_rows - 1) / k_.tile_rows;
+    const int64_t tiles = (active_[0] + k_.lbr.rows - 1) / k_.lbr.rows;
     const int64_t items = directions * tiles * blocks_;
     const double fma = double(active_[0]) * directions * d_.oc * 3.0 * d_.oc;
     const int64_t by_work = std::max<int64_t>(1, int64_t(fma / kMinFmaPerThread));
@@ -108,31 +111,24 @@ void GruPrimitive::forward(const float* x, const GruWeightsView& w, const float*
             thread_local Scratch s;
             return &s;
         }();
-        const int64_t gsize = words_ * D * G3, xsize = compact_ ? words_ * d_.ic : 0;
-        const int64_t usize = D * n_ * ocp_;
-        float* gproj = at_least(sc.f, size_t(gsize + xsize + 2 * usize + ocp_));
-        float* xc = gproj + gsize;
-        float* u = xc + xsize;
+        const int64_t gsize = words_ * D * G3, usize = D * n_ * ocp_;
+        float* gproj = at_least(sc.f, size_t(gsize + 2 * usize + ocp_));
+        float* u = gproj + gsize;
         float* rh = u + usize;
         float* zeros = rh + usize;
         std::fill(zeros, zeros + ocp_, 0.0f);
 
-        // Input projection: every word, both directions, one GEMM (bias joins in the epilogue).
-        const float* xin = x;
-        if (compact_) {
-            for (int64_t s = 0; s < n_; ++s)
-                for (int64_t t = 0; t < d_.lens[s]; ++t)
-                    std::memcpy(xc + (gbase_[s] + t) * d_.ic, x + row_of(s, t) * d_.ic,
-                                size_t(d_.ic) * sizeof(float));
-            xin = xc;
-        }
-        sgemm(words_, D * G3, d_.ic, 1.0f, xin, w.wx, 0.0f, gproj);
-
-        // Row addresses of every (direction, step, active sentence), in step-major order.
-        const float** hprev = at_least(sc.in, size_t(2 * D * words_));
+        // Row addresses: every word's input row in projection order, then every (direction,
+        // step, active sentence) in step-major order.
+        const float** xrow = at_least(sc.in, size_t((2 * D + 1) * words_));
+        const float** hprev = xrow + words_;
         const float** grow = hprev + D * words_;
         float** hout = at_least(sc.out, size_t(D * words_));
-        const int64_t gstep = compact_ ? 1 : step_;
+        for (int64_t s = 0; s < n_; ++s)
+            for (int64_t t = 0; t < d_.lens[s]; ++t)
+                xrow[gbase_[s] + t] = x + row_of(s, t) * d_.ic;
+        project(xrow, w.wx, gproj);
+
         for (int64_t d = 0; d < D; ++d) {
             const bool rev = is_reverse(d);
             for (int64_t t = 0; t < max_len_; ++t)
@@ -141,7 +137,7 @@ void GruPrimitive::forward(const float* x, const GruWeightsView& w, const float*
                     const int64_t word = rev ? len - 1 - t : t;
                     const int64_t q = d * words_ + first_[t] + i;
                     hout[q] = out + row_of(s, word) * cols + d * OC;
-                    grow[q] = gproj + (gbase_[s] + word * gstep) * D * G3 + d * G3;
+                    grow[q] = gproj + (gbase_[s] + word) * D * G3 + d * G3;
                     if (t > 0)
                         hprev[q] = out + row_of(s, rev ? word + 1 : word - 1) * cols + d * OC;
                     else
@@ -149,18 +145,18 @@ void GruPrimitive::forward(const float* x, const GruWeightsView& w, const float*
                 }
         }
 
-        const int64_t tr = k_.tile_rows;
         const int passes = d_.linear_before_reset ? 1 : 2;
         // Directions [d0, d0 + nd) step by step on nt threads.
         auto run = [&](int64_t d0, int64_t nd, int tid, int nt) {
             for (int64_t t = 0; t < max_len_; ++t) {
-                const int64_t rows = active_[t], tiles = (rows + tr - 1) / tr;
-                const int64_t per_dir = tiles * blocks_, items = nd * per_dir;
-                const int64_t lo = items * tid / nt, hi = items * (tid + 1) / nt;
+                const int64_t rows = active_[t];
                 for (int pass = 0; pass < passes; ++pass) {
-                    const GruTileFn fn = d_.linear_before_reset ? k_.lbr
-                                         : pass == 0            ? k_.update_reset
-                                                                : k_.candidate;
+                    const GruTile<GruStep> tile_fn = d_.linear_before_reset ? k_.lbr
+                                                     : pass == 0 ? k_.update_reset
+                                                                 : k_.candidate;
+                    const int64_t tr = tile_fn.rows, tiles = (rows + tr - 1) / tr;
+                    const int64_t per_dir = tiles * blocks_, items = nd * per_dir;
+                    const int64_t lo = items * tid / nt, hi = items * (tid + 1) / nt;
                     // Consecutive items share a weight block, so a thread keeps its blocks hot.
                     for (int64_t it = lo; it < hi; ++it) {
                         const int64_t d = d0 + it / per_dir, block = it % per_dir / tiles;
@@ -178,7 +174,7 @@ void GruPrimitive::forward(const float* x, const GruWeightsView& w, const float*
                                          d_.act,
                                          d_.gate,
                                          d_.origin_mode};
-                        fn(st, tile * tr, std::min(tr, rows - tile * tr), block);
+                        tile_fn.fn(st, tile * tr, std::min(tr, rows - tile * tr), block);
                     }
                     if (nt > 1) {
 #pragma omp barrier
@@ -216,6 +212,38 @@ void GruPrimitive::forward(const float* x, const GruWeightsView& w, const float*
             else
                 std::fill(dst, dst + OC, 0.0f);
         }
+}
+
+void GruPrimitive::project(const float* const* xrow, const float* wx, float* gproj) const {
+    const int64_t D = d_.directions, G3 = 3 * d_.oc;
+    // Items of kProjectChunk rows x one block of one direction: a thread keeps a chunk of x
+    // and a block of Wx in cache. Which thread takes an item never changes a bit.
+    const int64_t chunks = (words_ + kProjectChunk - 1) / kProjectChunk;
+    const int64_t items = chunks * D * blocks_;
+    const double fma = double(words_) * double(D * G3) * double(d_.ic);
+    const int nt = int(std::min<double>(
+        {double(max_threads()), double(items), std::max(1.0, fma / kMinProjectFmaPerThread)}));
+    const int64_t tr = k_.project.rows;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+    for (int64_t item = 0; item < items; ++item) {
+        const int64_t chunk = item / (D * blocks_), d = item / blocks_ % D, block = item % blocks_;
+        const GruProjection p{d_.ic, d_.oc, xrow, gproj + d * G3, D * G3,
+                              wx + d * blocks_ * d_.ic * kGruPackStride};
+        const int64_t end = std::min(words_, (chunk + 1) * kProjectChunk);
+        for (int64_t r = chunk * kProjectChunk; r < end; r += tr)
+            k_.project.fn(p, r, std::min(tr, end - r), block);
+    }
+}
+
+void pack_gru_blocks(const float* w, int64_t directions, int64_t k, int64_t oc, float* out) {
+    const int64_t B = kGruBlock, blocks = (oc + B - 1) / B, G3 = 3 * oc;
+    std::fill(out, out + directions * blocks * k * 3 * B, 0.0f);
+    for (int64_t d = 0; d < directions; ++d)
+        for (int64_t i = 0; i < k; ++i)
+            for (int64_t gate = 0; gate < 3; ++gate)
+                for (int64_t u = 0; u < oc; ++u)
+                    out[(((d * blocks + u / B) * k + i) * 3 + gate) * B + u % B] =
+                        w[(d * k + i) * G3 + gate * oc + u];
 }
 
 const GruKernels& gru_kernels_for(Isa isa) {

@@ -1,7 +1,14 @@
-// The fused GRU primitive: input projection (one BLAS GEMM over every word, both directions)
-// plus the recurrence over time-major batches sorted by length, so step t works on exactly the
-// sentences still active and never on padding. Created once per descriptor (sentence lengths,
-// sizes, attributes); execution only runs the plan creation made.
+// The fused GRU primitive: input projection (every word, both directions) plus the recurrence
+// over time-major batches sorted by length, so step t works on exactly the sentences still
+// active and never on padding. Created once per descriptor (sentence lengths, sizes,
+// attributes); execution only runs the plan creation made.
+//
+// Batch invariance: every output element is one fixed sequence of operations on its own
+// sentence's data, whatever the other sentences, their number, the tiles or the threads. So
+// the projection is not a BLAS call: OpenBLAS's per-row arithmetic depends on the row's place
+// in its call (its Haswell kernel sums rows 0-5 and 6-11 of each 12 differently, and the rows
+// past the last whole tile differently again), so a word's bits would depend on its
+// neighbours. Our packed-weight tiles compute each row alike (docs/gru.md).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -24,11 +31,14 @@ struct GruDesc {
     Isa isa;
 };
 
-// Packed weights (see GRUWeights in gru.py): wx [IC, D*3*OC]; wh [D, OC/16 blocks, OC, 3, 16];
-// bx [D, 3, OCp]; bhc [D, OCp].
+// Packed weights (see GRUWeights in gru_weights.py): wx [D, OCp/16 blocks, IC, 3, 16];
+// wh [D, OCp/16 blocks, OC, 3, 16]; bx [D, 3, OCp]; bhc [D, OCp].
 struct GruWeightsView {
     const float *wx, *wh, *bx, *bhc;
 };
+
+// w [D, K, 3*OC] (canonical gate order) into the blocked layout [D, OCp/16, K, 3, 16] above.
+void pack_gru_blocks(const float* w, int64_t directions, int64_t k, int64_t oc, float* out);
 
 class GruPrimitive {
    public:
@@ -48,6 +58,8 @@ class GruPrimitive {
    private:
     int64_t row_of(int64_t s, int64_t w) const { return base_[s] + w * step_; }
     int threads_for_recurrence(int64_t directions) const;
+    // gproj row gbase_[s] + t = x row of word t of sentence s @ Wx, both directions side by side.
+    void project(const float* const* xrow, const float* wx, float* gproj) const;
 
     const GruKernels& k_;
     GruDesc d_;
@@ -55,7 +67,6 @@ class GruPrimitive {
     // Input/output row of word w of sentence s = base_[s] + w * step_ (in x and out alike).
     std::vector<int64_t> base_;
     int64_t step_ = 1;
-    bool compact_ = false;          // padded input with padding: gather words before the GEMM
     std::vector<int64_t> gbase_;    // row of sentence s's first word in the projected input
     std::vector<int64_t> order_;    // sentences by length, longest first (stable)
     std::vector<int64_t> active_;   // active_[t]: sentences with more than t words

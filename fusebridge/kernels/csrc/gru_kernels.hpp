@@ -1,5 +1,6 @@
-// The per-ISA inner loops of the fused GRU: the recurrent product h_prev @ Wh on packed weights
-// with the gate math in its epilogue, one table per instruction set, chosen at run time.
+// The per-ISA inner loops of the fused GRU: the input projection x @ Wx and the recurrent product
+// h_prev @ Wh on packed weights, with the gate math in the latter's epilogue; one table per
+// instruction set, chosen at run time.
 #pragma once
 #include <cstdint>
 
@@ -9,11 +10,22 @@ namespace fusebridge {
 
 enum class GruAct : int { sigmoid = 0, tanh = 1, relu = 2, identity = 3 };
 
-// Wh is packed in blocks of kGruBlock hidden units: block b holds, for k = 0..OC-1, the 16
-// update, then 16 reset, then 16 candidate weights of its units (row k of Wh), zero past OC.
+// Wx and Wh are packed alike, in blocks of kGruBlock hidden units: for a matrix of K rows
+// (K = IC for Wx, OC for Wh), block b holds, for k = 0..K-1, the 16 update, then 16 reset, then
+// 16 candidate weights of its units (row k of the matrix), zero past OC.
 // One block is one AVX-512 vector (two AVX2, four SSE), so the packing is the same on every ISA.
 constexpr int kGruBlock = 16;
 constexpr int kGruPackStride = 3 * kGruBlock;  // floats per k in a block
+
+// The input projection of one direction: g = x @ Wx for a set of rows (the bias joins later, in
+// the step's epilogue).
+struct GruProjection {
+    int64_t ic, oc;
+    const float* const* x;  // row i: the input row (IC floats)
+    float* g;               // row i at g + i * g_stride: its projection, [u | r | c] (3*OC)
+    int64_t g_stride;
+    const float* wx;        // packed Wx of this direction
+};
 
 // One direction at one time step. Rows are the sentences still active, longest first.
 struct GruStep {
@@ -30,16 +42,22 @@ struct GruStep {
     bool origin;
 };
 
-using GruTileFn = void (*)(const GruStep& s, int64_t row0, int64_t nrows, int64_t block);
+// Each tile function computes rows [row0, row0 + nrows) of one block of 16 hidden units;
+// nrows is at most the kernel's rows. A row's arithmetic never depends on nrows or row0.
+template <class Args>
+struct GruTile {
+    int rows;
+    void (*fn)(const Args& s, int64_t row0, int64_t nrows, int64_t block);
+};
 
 struct GruKernels {
-    int tile_rows;  // rows per register tile; nrows passed to the tile functions is <= this
+    GruTile<GruProjection> project;
     // linear_before_reset: c = act(g_c + r * (h @ Wh_c + bh_c)); one pass.
-    GruTileFn lbr;
+    GruTile<GruStep> lbr;
     // linear_before_reset=false, first pass: u and r, then rh = r * h_prev.
-    GruTileFn update_reset;
+    GruTile<GruStep> update_reset;
     // second pass: c = act(g_c + rh @ Wh_c + bh_c) and the new state.
-    GruTileFn candidate;
+    GruTile<GruStep> candidate;
     // y = act(x), the same vector code the epilogues use (tests check its accuracy).
     void (*activate)(GruAct act, const float* x, float* y, int64_t n);
 };

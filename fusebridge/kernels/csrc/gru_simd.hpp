@@ -12,12 +12,27 @@ namespace fusebridge {
 namespace FB_ISA_NS {
 
 #if defined(__AVX512F__)
-constexpr int VW = 16, MR = 8;  // 8 rows x 3 gates = 24 of 32 zmm as accumulators
+constexpr int VW = 16, kRegs = 32;
 #elif defined(__AVX2__)
-constexpr int VW = 8, MR = 4;   // 4 x 3 = 12 of 16 ymm
+constexpr int VW = 8, kRegs = 16;
 #else
-constexpr int VW = 4, MR = 4;   // the x86-64 baseline (SSE2): 12 of 16 xmm
+constexpr int VW = 4, kRegs = 16;  // the x86-64 baseline (SSE2)
 #endif
+
+// Register tiles of R rows x G gates x KU partial sums. KU is fixed per G (and ISA), never
+// chosen from R: a row's sums then come out the same whether its tile is full or not, so a
+// sentence gets the same bits alone or in any batch. KU partial sums over interleaved k hide
+// part of the FMA latency (2 ports x 4 cycles want 8 independent chains) when few rows are
+// active; R fills the registers left (R*G*KU accumulators, G weight vectors, a broadcast), so
+// large batches reuse each weight vector for many rows.
+template <int G>
+struct Tiling {
+    static constexpr int KU = G == 1 ? (kRegs == 32 ? 4 : 3) : 2;
+    static constexpr int MR = std::min(8, (kRegs - G - 1) / (G * KU));
+};
+// The projection has many rows: one sum per output (KU = 1) and tiles of 8 (4) rows give
+// 24 (12) chains, like OpenBLAS's own micro-kernels.
+constexpr int kProjectRows = kRegs == 32 ? 8 : 4;
 
 typedef float V __attribute__((vector_size(VW * 4)));
 typedef int32_t VI __attribute__((vector_size(VW * 4)));
@@ -49,13 +64,15 @@ static inline void store_n(float* p, V v, int64_t n) {
     store(t, v);
     std::memcpy(p, t, size_t(n) * sizeof(float));
 }
-static inline V vmin(V a, V b) { return a < b ? a : b; }
-static inline V vmax(V a, V b) { return a > b ? a : b; }
+// Clamps that keep NaN (a comparison with NaN is false, so x passes through): NaN in an input
+// or a weight must reach the output, as in the reference and ONNX Runtime.
+static inline V clamp_above(V x, V hi) { return x > hi ? hi : x; }
+static inline V clamp_below(V x, V lo) { return x < lo ? lo : x; }
 
 // exp with Cephes' expf reduction and polynomial (about 1 ulp), inputs clamped to the range
 // whose result is a normal float.
 static inline V vexp(V x) {
-    x = vmin(vmax(x, splat(-87.3365447505531f)), splat(88.3762626647949f));
+    x = clamp_above(clamp_below(x, splat(-87.3365447505531f)), splat(88.3762626647949f));
     const V magic = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
     const V n = (x * 1.44269504088896341f + magic) - magic;
     V r = x - n * 0.693359375f;
@@ -79,7 +96,7 @@ static inline V vsigmoid(V x) { return splat(1.0f) / (splat(1.0f) + vexp(-x)); }
 // Cephes tanhf: an odd polynomial below 0.625 (where 1 - 2/(e^2x + 1) would cancel), the
 // exponential form above.
 static inline V vtanh(V x) {
-    const V ax = vmax(x, -x);
+    const V ax = x < 0 ? -x : x;  // |x|, NaN kept
     const V z = x * x;
     V p = splat(-5.70498872745E-3f);
     p = p * z + 2.06390887954E-2f;
@@ -96,7 +113,7 @@ static inline V activate(GruAct a, V x) {
     switch (a) {
         case GruAct::sigmoid: return vsigmoid(x);
         case GruAct::tanh: return vtanh(x);
-        case GruAct::relu: return x > 0 ? x : V{};
+        case GruAct::relu: return x < 0 ? V{} : x;  // NaN kept
         default: return x;
     }
 }
@@ -107,13 +124,11 @@ static inline V blend(bool origin, V u, V hp, V c) {
 }
 
 // acc[i][g] = sum_k a[i][k] * W[k, gate0 + g] over the VW units at `w` (a packed block plus
-// the sub-vector offset). The k loop is the whole hidden size: no partial sums leave registers.
-// A small tile has too few accumulators to hide the FMA latency (2 ports x 4 cycles want 8
-// independent chains), so it keeps KU partial sums over interleaved k and adds them at the end.
-template <int R, int G>
+// the sub-vector offset). The k loop is the whole of K: no partial sums leave registers. KU
+// partial sums take interleaved k and are added in a fixed order at the end.
+template <int R, int G, int KU>
 static inline void product(const float* const* a, const float* w, int64_t kdim, int gate0,
                            V (&acc)[R][G]) {
-    constexpr int KU = R * G >= 8 ? 1 : std::min(8, (8 + R * G - 1) / (R * G));
     V part[KU][R][G];
     for (int u = 0; u < KU; ++u)
         for (int i = 0; i < R; ++i)
@@ -144,23 +159,38 @@ static inline void product(const float* const* a, const float* w, int64_t kdim, 
         }
 }
 
-// Calls f(j, n, w) for each vector of hidden units in `block`: j is its first unit, n the
-// units left in the row from j (the last vector may pass OC), w the packed panel it reads.
+// Calls f(j, n, w) for each vector of hidden units in `block` of a matrix packed with K rows: j
+// is its first unit, n the units left in the row from j (the last vector may pass OC), w the
+// packed panel it reads.
 template <class F>
-static inline void for_each_vector(const GruStep& s, int64_t block, F&& f) {
+static inline void for_each_vector(int64_t oc, int64_t k, const float* packed, int64_t block,
+                                   F&& f) {
     for (int sub = 0; sub < kGruBlock / VW; ++sub) {
         const int64_t j = block * kGruBlock + sub * VW;
-        if (j >= s.oc) return;
-        f(j, s.oc - j, s.wh + block * s.oc * kGruPackStride + sub * VW);
+        if (j >= oc) return;
+        f(j, oc - j, packed + block * k * kGruPackStride + sub * VW);
     }
+}
+
+template <int R>
+static void project_tile(const GruProjection& p, int64_t row0, int64_t block) {
+    const float* const* a = p.x + row0;
+    for_each_vector(p.oc, p.ic, p.wx, block, [&](int64_t j, int64_t n, const float* w) {
+        V acc[R][3];
+        product<R, 3, 1>(a, w, p.ic, 0, acc);
+        for (int i = 0; i < R; ++i) {
+            float* g = p.g + (row0 + i) * p.g_stride + j;
+            for (int gate = 0; gate < 3; ++gate) store_n(g + gate * p.oc, acc[i][gate], n);
+        }
+    });
 }
 
 template <int R>
 static void lbr_tile(const GruStep& s, int64_t row0, int64_t block) {
     const float* const* a = s.hprev + row0;
-    for_each_vector(s, block, [&](int64_t j, int64_t n, const float* w) {
+    for_each_vector(s.oc, s.oc, s.wh, block, [&](int64_t j, int64_t n, const float* w) {
         V acc[R][3];
-        product<R, 3>(a, w, s.oc, 0, acc);
+        product<R, 3, Tiling<3>::KU>(a, w, s.oc, 0, acc);
         const V bu = load(s.bx + j), br = load(s.bx + s.ocp + j), bc = load(s.bx + 2 * s.ocp + j);
         const V bhc = load(s.bhc + j);
         for (int i = 0; i < R; ++i) {
@@ -176,9 +206,9 @@ static void lbr_tile(const GruStep& s, int64_t row0, int64_t block) {
 template <int R>
 static void update_reset_tile(const GruStep& s, int64_t row0, int64_t block) {
     const float* const* a = s.hprev + row0;
-    for_each_vector(s, block, [&](int64_t j, int64_t n, const float* w) {
+    for_each_vector(s.oc, s.oc, s.wh, block, [&](int64_t j, int64_t n, const float* w) {
         V acc[R][2];
-        product<R, 2>(a, w, s.oc, 0, acc);
+        product<R, 2, Tiling<2>::KU>(a, w, s.oc, 0, acc);
         const V bu = load(s.bx + j), br = load(s.bx + s.ocp + j);
         for (int i = 0; i < R; ++i) {
             const float* g = s.g[row0 + i];
@@ -194,9 +224,9 @@ template <int R>
 static void candidate_tile(const GruStep& s, int64_t row0, int64_t block) {
     const float* a[R];
     for (int i = 0; i < R; ++i) a[i] = s.rh + (row0 + i) * s.ocp;
-    for_each_vector(s, block, [&](int64_t j, int64_t n, const float* w) {
+    for_each_vector(s.oc, s.oc, s.wh, block, [&](int64_t j, int64_t n, const float* w) {
         V acc[R][1];
-        product<R, 1>(a, w, s.oc, 2, acc);
+        product<R, 1, Tiling<1>::KU>(a, w, s.oc, 2, acc);
         const V bc = load(s.bx + 2 * s.ocp + j), bhc = load(s.bhc + j);
         for (int i = 0; i < R; ++i) {
             const float* g = s.g[row0 + i];
@@ -209,8 +239,9 @@ static void candidate_tile(const GruStep& s, int64_t row0, int64_t block) {
 }
 
 // nrows (1..MR) picks the register tile compiled for exactly that many rows.
-template <template <int> class Tile>
-static void dispatch(const GruStep& s, int64_t row0, int64_t nrows, int64_t block) {
+template <template <int> class Tile, int MR, class Args>
+static void dispatch(const Args& s, int64_t row0, int64_t nrows, int64_t block) {
+    static_assert(MR >= 1 && MR <= 8, "tiles of 1 to 8 rows");
     switch (nrows) {
 #define FB_ROWS(r) \
     case r: return Tile<(r <= MR ? r : MR)>::run(s, row0, block);
@@ -219,6 +250,10 @@ static void dispatch(const GruStep& s, int64_t row0, int64_t nrows, int64_t bloc
         default: return;
     }
 }
+template <int R>
+struct Project {
+    static void run(const GruProjection& p, int64_t r0, int64_t b) { project_tile<R>(p, r0, b); }
+};
 template <int R>
 struct Lbr {
     static void run(const GruStep& s, int64_t r0, int64_t b) { lbr_tile<R>(s, r0, b); }
@@ -243,8 +278,13 @@ static void activate_array(GruAct a, const float* x, float* y, int64_t n) {
 
 const GruKernels& FB_GRU_KERNELS_FN() {
     using namespace FB_ISA_NS;
-    static const GruKernels k{MR, dispatch<Lbr>, dispatch<UpdateReset>, dispatch<Candidate>,
-                              activate_array};
+    constexpr int lbr = Tiling<3>::MR, update_reset = Tiling<2>::MR, candidate = Tiling<1>::MR;
+    static const GruKernels k{
+        {kProjectRows, dispatch<Project, kProjectRows, GruProjection>},
+        {lbr, dispatch<Lbr, lbr, GruStep>},
+        {update_reset, dispatch<UpdateReset, update_reset, GruStep>},
+        {candidate, dispatch<Candidate, candidate, GruStep>},
+        activate_array};
     return k;
 }
 

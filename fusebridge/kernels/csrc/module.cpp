@@ -7,6 +7,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <omp.h>
+
 #include <cstring>
 #include <optional>
 
@@ -207,7 +209,7 @@ NB_MODULE(_C, m) {
                  const int64_t ocp = (oc + kGruBlock - 1) / kGruBlock * kGruBlock;
                  const int64_t n = self.sentences();
                  require_floats("x", x.size(), self.x_rows() * ic);
-                 require_floats("wx", wx.size(), ic * directions * 3 * oc);
+                 require_floats("wx", wx.size(), directions * ocp * ic * 3);
                  require_floats("wh", wh.size(), directions * ocp * oc * 3);
                  require_floats("bias", bx.size(), directions * 3 * ocp);
                  require_floats("bias_h", bhc.size(), directions * ocp);
@@ -277,7 +279,15 @@ NB_MODULE(_C, m) {
     m.def("best_isa", [] { return int(best_isa()); });
     m.def("isa_name", [](int isa) { return std::string(isa_name(Isa(isa))); });
     m.def("set_num_threads", &set_num_threads, "n"_a);
-    m.def("omp_threads", &omp_threads);
+    m.def("max_threads", &max_threads);
+    // The size of a team the kernels start from the calling thread (fusebridge info, tests).
+    m.def("team_size", [] {
+        int size = 1;
+#pragma omp parallel num_threads(max_threads())
+#pragma omp single
+        size = omp_get_num_threads();
+        return size;
+    });
     m.def("blas_threads", &blas_threads);
     m.def("blas_config", &blas_config);
 }

@@ -536,7 +536,7 @@ std::vector<int64_t> read_lens(const MXTensor& s, int64_t steps) {
 }
 
 // The kernel's packed weights (GRUWeights in fusebridge/kernels/gru_weights.py) from the
-// canonical ones: wx [IC, D*3*OC]; wh in blocks of 16 hidden units [D, OCp/16, OC, 3, 16];
+// canonical ones: wx and wh in blocks of 16 hidden units [D, OCp/16, K, 3, 16];
 // bias_x [D, 3, OCp] = bias + the recurrent update/reset bias; bias_hc [D, OCp].
 struct PackedGru {
     std::vector<float> wx, wh, bx, bhc;
@@ -545,20 +545,12 @@ struct PackedGru {
 PackedGru pack(const GruDims& m, const float* wx, const float* wh, const float* b,
                const float* bh) {
     const int64_t D = m.d, IC = m.ic, OC = m.oc, G3 = 3 * OC;
-    const int64_t B = fb::kGruBlock, OCp = (OC + B - 1) / B * B, blocks = OCp / B;
+    const int64_t B = fb::kGruBlock, OCp = (OC + B - 1) / B * B;
     PackedGru p;
-    p.wx.resize(size_t(IC * D * G3));
-    for (int64_t i = 0; i < IC; ++i)
-        for (int64_t d = 0; d < D; ++d)
-            std::memcpy(&p.wx[size_t((i * D + d) * G3)], wx + (d * IC + i) * G3,
-                        size_t(G3) * sizeof(float));
-    p.wh.assign(size_t(D * blocks * OC * 3 * B), 0.0f);
-    for (int64_t d = 0; d < D; ++d)
-        for (int64_t k = 0; k < OC; ++k)
-            for (int64_t gate = 0; gate < 3; ++gate)
-                for (int64_t u = 0; u < OC; ++u)
-                    p.wh[size_t((((d * blocks + u / B) * OC + k) * 3 + gate) * B + u % B)] =
-                        wh[(d * OC + k) * G3 + gate * OC + u];
+    p.wx.resize(size_t(D * OCp * IC * 3));
+    fb::pack_gru_blocks(wx, D, IC, OC, p.wx.data());
+    p.wh.resize(size_t(D * OCp * OC * 3));
+    fb::pack_gru_blocks(wh, D, OC, OC, p.wh.data());
     p.bx.assign(size_t(D * 3 * OCp), 0.0f);
     p.bhc.assign(size_t(D * OCp), 0.0f);
     for (int64_t d = 0; d < D; ++d)
