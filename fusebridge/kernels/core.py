@@ -29,7 +29,24 @@ except ImportError as exc:  # a source tree without the built extension shadows 
     ) from exc
 
 ISAS = ("scalar", "avx2", "avx512")
-_BEST_ISA = ISAS[_C.best_isa()]
+
+
+def _best_isa() -> str:
+    """The widest ISA the CPU runs, or FUSEBRIDGE_ISA if narrower: the process then behaves as
+    on a CPU without the wider ones (an AVX2-only AMD Zen 3 on an AVX-512 machine, say)."""
+    best = ISAS[_C.best_isa()]
+    cap = os.environ.get("FUSEBRIDGE_ISA")
+    if cap is None:
+        return best
+    if cap not in ISAS[: ISAS.index(best) + 1]:
+        raise ArgumentError(
+            f"FUSEBRIDGE_ISA: expected one of {ISAS[: ISAS.index(best) + 1]} on this CPU, "
+            f"got {cap!r}"
+        )
+    return cap
+
+
+_BEST_ISA = _best_isa()
 _isa = _BEST_ISA
 
 
@@ -77,5 +94,3 @@ def blas_info() -> dict[str, object]:
 
 
 _C.set_num_threads(_C.max_threads())  # parks OpenBLAS's pool at one thread from the start
-if "FUSEBRIDGE_ISA" in os.environ:
-    set_isa(os.environ["FUSEBRIDGE_ISA"])

@@ -70,3 +70,26 @@ def test_isa_selection():
     assert kernels.isa() in kernels.available_isas()
     with pytest.raises(ArgumentError, match="set_isa"):
         kernels.set_isa("sse9")
+
+
+@pytest.mark.parametrize("cap", ["scalar", "avx2"])
+def test_fusebridge_isa_caps_the_isas_like_a_narrower_cpu(cap, tmp_path):
+    """FUSEBRIDGE_ISA=avx2 on an AVX-512 machine behaves as an AVX2-only CPU (AMD Zen 3): the
+    wider paths are not available, so nothing (tests included) selects them."""
+    import os
+    import subprocess
+    import sys
+
+    code = "from fusebridge import kernels; print(kernels.isa(), *kernels.available_isas())"
+    env = {**os.environ, "FUSEBRIDGE_ISA": cap}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    isas = kernels.available_isas()
+    assert out.stdout.split() == [cap, *isas[: isas.index(cap) + 1]]
+    env["FUSEBRIDGE_ISA"] = "sse9"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert out.returncode != 0 and "FUSEBRIDGE_ISA: expected one of" in out.stderr
