@@ -22,6 +22,8 @@ import pytest
 from gru_impls import impl_fixture  # noqa: F401  (fixture `impl`)
 from onnx import TensorProto, helper
 
+from fusebridge import kernels
+
 T, N, IC, H = 6, 4, 5, 3
 LENGTHS = [4, 6, 1, 3]  # unsorted, unequal, shorter than T except one
 DIRECTIONS = ["forward", "reverse", "bidirectional"]
@@ -163,3 +165,24 @@ def test_activations(impl, gate_activation, activation):
     )
     np.testing.assert_allclose(hidden, expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(last, y_h, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("where", ["X", "R"])
+def test_nan_propagates_where_onnxruntime_drops_it(where):
+    """ONNX Runtime 1.32's GRU turns NaN into finite numbers: its sigmoid clamps the input
+    with a min/max that drops NaN, so an update gate of NaN becomes 1 and the state stays
+    initial_h. Ours follows the formula (and IEEE arithmetic): NaN in, NaN out, exactly where
+    the float64 reference has it (test_gru.py checks every ISA path and activation)."""
+    feeds = case(50, "bidirectional", True)
+    feeds[where] = np.full_like(feeds[where], np.nan)
+    hidden, last, expected, y_h = run_both(_kernel_impl, feeds, "bidirectional", True)
+    assert not np.isnan(expected).any()  # ONNX Runtime: finite, the initial state kept
+    np.testing.assert_array_equal(y_h, feeds["initial_h"])
+    real = np.zeros_like(hidden, bool)
+    for n, length in enumerate(LENGTHS):
+        real[:length, n] = True
+    assert np.isnan(hidden[real]).all() and np.isnan(last).all()
+
+
+def _kernel_impl(*args, **kwargs):
+    return kernels.fusion_gru(*args, return_last=True, **kwargs)
