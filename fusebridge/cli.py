@@ -196,10 +196,18 @@ def demo() -> int:
 
 
 def bench_command(model_dir: str, sentences: list[int], repeat: int) -> int:
-    from fusebridge.integrations.paddle.compare import compare_with_paddle, table
+    from fusebridge.integrations.paddle.compare import compare_with_paddle, failed, table
 
-    print(table(compare_with_paddle(model_dir, sentences, repeat=repeat)))
-    return 0
+    rows = compare_with_paddle(model_dir, sentences, repeat=repeat)
+    print(table(rows))
+    bad = [r for r in rows if failed(r)]
+    if bad:
+        print(
+            f"fusebridge: error: {len(bad)} of {len(rows)} rows failed (see the notes below the "
+            "table)",
+            file=sys.stderr,
+        )
+    return 1 if bad else 0
 
 
 def main(argv: list[str] | None = None) -> int:

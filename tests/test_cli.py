@@ -1,5 +1,6 @@
 """The `fusebridge` command, run as a user runs it."""
 
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -130,5 +131,46 @@ def test_bench_compares_with_paddle_side_by_side():
         "paddle_inference_onednn",
     ]
     assert "session overhead" in rows[0]
-    for row in rows[1:]:  # a peer either ran and agreed with us, or its failure is the row
-        assert "| yes |" in row or "crashed" in row or "failed" in row
+    for row in rows[1:]:
+        assert "| yes |" in row, out.stdout
+
+
+def paddle_installed(monkeypatch, installed: bool) -> None:
+    """Whether compare_with_paddle finds paddle, whatever this environment holds."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: (
+            (real("json") if installed else None) if name == "paddle" else real(name, *a)
+        ),
+    )
+
+
+def test_bench_reports_a_failing_peer_in_full_and_exits_nonzero(tmp_path, monkeypatch, capsys):
+    from fusebridge import cli
+    from fusebridge.integrations.paddle import compare
+
+    message = "the peer broke: " + "x" * 300
+    (tmp_path / "broken_peer.py").write_text(f"raise RuntimeError({message!r} + '\\nline two')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setattr(compare, "PEER_MODULE", "broken_peer")
+    paddle_installed(monkeypatch, True)
+    code = cli.main(["bench", str(assets.path("tagger")), "--sentences", "2", "--repeat", "1"])
+    out = capsys.readouterr()
+    assert code == 1 and "3 of 4 rows failed" in out.err
+    rows = [line for line in out.out.splitlines() if line.startswith("| 2 |")]
+    assert [r.split("|")[-2].strip() for r in rows[1:]] == ["failed (exit status 1) [1]"] * 3
+    assert out.out.endswith(f"\n[1] RuntimeError: {message}\nline two\n")
+
+
+def test_bench_without_paddle_says_so_in_each_peer_row(monkeypatch, capsys):
+    from fusebridge import cli
+
+    paddle_installed(monkeypatch, False)
+    code = cli.main(["bench", str(assets.path("tagger")), "--sentences", "2", "--repeat", "1"])
+    out = capsys.readouterr()
+    rows = [line for line in out.out.splitlines() if line.startswith("| 2 |")]
+    assert code == 1 and len(rows) == 4 and "session overhead" in rows[0]
+    assert all(r.endswith("| not installed [1] |") for r in rows[1:])
+    assert "[1] paddlepaddle is not installed (pip install 'fusebridge[paddle]')" in out.out
