@@ -260,3 +260,19 @@ def test_bench_without_paddle_says_so_in_each_peer_row(monkeypatch, capsys):
     assert code == 1 and len(rows) == 4 and "session overhead" in rows[0]
     assert all(r.endswith("| not installed [1] |") for r in rows[1:])
     assert "[1] paddlepaddle is not installed (pip install 'fusebridge[paddle]')" in out.out
+
+
+def test_progress_without_tqdm_is_one_line_per_step(monkeypatch, capsys):
+    from fusebridge.progress import Progress
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm now fails
+    with Progress(2, "bench") as progress:
+        progress.step("1 sentences: fusebridge")
+        progress.write("| a result |")
+        progress.step("1 sentences: paddle_executor")
+    out = capsys.readouterr()
+    assert out.out == "| a result |\n"
+    assert out.err.splitlines() == [
+        "bench [1/2] 1 sentences: fusebridge",
+        "bench [2/2] 1 sentences: paddle_executor",
+    ]
