@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import time
@@ -53,3 +54,12 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def missing_peer(module: str, title: str, install: str) -> str | None:
+    """The section `title` as one row saying that the peer `module` is not installed (and how
+    to get it), or None when it is: a missing peer is a result, not a crash."""
+    if importlib.util.find_spec(module) is not None:
+        return None
+    row = [module, f"not installed: {install}"]
+    return f"### {title}\n\n" + markdown_table(["peer", "status"], [row])

@@ -60,6 +60,7 @@ import numpy as np
 
 from benchmarks.common import best_time, markdown_table
 from fusebridge.kernels import fusion_gru, pack_gru_weights, set_num_threads
+from fusebridge.progress import Progress
 
 SEED = 20261121
 MIN_LEN, MAX_LEN = 5, 60
@@ -495,21 +496,23 @@ def run(quick: bool = False, threads: int = 2) -> str:
         try:
             check_text, failed = check(peer, threads, workdir)
             overhead = peer.request({"op": "overhead"}).get("seconds")
-            for c in cases:
-                for key in PADDLE_PEERS:
-                    answer = peer.request({"op": "run", "job": paddle_job(c, key)})
-                    times[(c.key, key)] = answer.get("seconds") or entry(answer, notes)
-                time.sleep(PADDLE_SETTLE_S)
-                runners = fusebridge_runners(c.arrays, c.direction)
-                runners["ort"], versions["ort"] = ort_runner(c.arrays, c.direction, threads)
-                try:
-                    runners["torch"], _, versions["torch"] = torch_runner(
-                        c.arrays, c.direction, threads
-                    )
-                except ImportError:
-                    times[(c.key, "torch")] = "not installed"
-                for key, fn in runners.items():
-                    times[(c.key, key)] = best_within(fn, c.repeat, c.budget_s)
+            with Progress(len(cases), "gru") as progress:
+                for c in cases:
+                    progress.step(c.key)
+                    for key in PADDLE_PEERS:
+                        answer = peer.request({"op": "run", "job": paddle_job(c, key)})
+                        times[(c.key, key)] = answer.get("seconds") or entry(answer, notes)
+                    time.sleep(PADDLE_SETTLE_S)
+                    runners = fusebridge_runners(c.arrays, c.direction)
+                    runners["ort"], versions["ort"] = ort_runner(c.arrays, c.direction, threads)
+                    try:
+                        runners["torch"], _, versions["torch"] = torch_runner(
+                            c.arrays, c.direction, threads
+                        )
+                    except ImportError:
+                        times[(c.key, "torch")] = "not installed"
+                    for key, fn in runners.items():
+                        times[(c.key, key)] = best_within(fn, c.repeat, c.budget_s)
         finally:
             peer.close()
 

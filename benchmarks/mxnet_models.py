@@ -18,7 +18,7 @@ import tempfile
 
 import numpy as np
 
-from benchmarks.common import best_time, markdown_table
+from benchmarks.common import best_time, markdown_table, missing_peer
 
 SIZES = (5000, 128, 128, 57)
 
@@ -43,6 +43,11 @@ def _export(prefix: str) -> None:
 
 def run(quick: bool = False, threads: int = 2) -> str:
     import fusebridge as fb
+
+    install = "runs in the MXNet venv (pip install '.[mxnet]'; --only mxnet_models)"
+    missing = missing_peer("mxnet", "MXNet GRU tagger", install)
+    if missing:
+        return missing
 
     fb.kernels.set_num_threads(threads)
     repeat = 5 if quick else 20

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from benchmarks.common import markdown_table, timed_in_turns
+from benchmarks.common import markdown_table, missing_peer, timed_in_turns
 from fusebridge import Session, kernels, load, random
 from fusebridge.fuse_passes import explicit_rng, optimize, recompute_dropout_mask
 from fusebridge.integrations.paddle.legacy import import_paddle
@@ -60,6 +60,11 @@ def _paddle_step(program, x: np.ndarray) -> Callable[[], object]:
 def run(quick: bool = False, threads: int = 2) -> str:
     from fusebridge.models import paddle_training
 
+    title = f"Paddle attention training step (forward + backward), {threads} threads"
+    # Paddle builds the program every variant runs, so without it nothing of this section runs.
+    missing = missing_peer("paddle", title, "pip install -e '.[bench]'")
+    if missing:
+        return missing
     repeat = 5 if quick else 20
     kernels.set_num_threads(threads)
     key = random.key(0)
@@ -84,7 +89,6 @@ def run(quick: bool = False, threads: int = 2) -> str:
         for name, session in sessions:
             profiles.append([shape, name, *_profile(session, x, key, repeat)])
     header = ["x (batch x steps x hidden)", "variant", "ms", "speed vs unfused", "mask KiB kept"]
-    title = f"Paddle attention training step (forward + backward), {threads} threads"
     steps_header = ["x", "variant", "sum of steps ms", "ONNX Runtime ms", "our kernels ms"]
     return (
         f"### {title}\n\n"

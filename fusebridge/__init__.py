@@ -6,6 +6,7 @@ from fusebridge import kernels, random
 from fusebridge.errors import (
     ArgumentError,
     ArgumentTypeError,
+    CoreImportError,
     Error,
     ExecutionError,
     ModelFormatError,
@@ -25,6 +26,7 @@ except PackageNotFoundError:  # running from a source tree
 __all__ = [
     "ArgumentError",
     "ArgumentTypeError",
+    "CoreImportError",
     "Error",
     "ExecutionError",
     "LoDTensor",

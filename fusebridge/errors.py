@@ -1,7 +1,7 @@
 """The exception hierarchy: every error fusebridge raises on bad input is an `Error`.
 
-`ArgumentError` and `ArgumentTypeError` also derive from the built-in ValueError and TypeError,
-so callers that already catch those keep working.
+`ArgumentError` and `ArgumentTypeError` also derive from the built-in ValueError and TypeError
+(`CoreImportError` from ImportError), so callers that already catch those keep working.
 """
 
 
@@ -30,3 +30,8 @@ class UnsupportedOpError(Error, ValueError):
 class ExecutionError(Error, RuntimeError):
     """Running a model failed inside a backend (ONNX Runtime, a kernel) on inputs that passed
     the checks; the message names the partition or node."""
+
+
+class CoreImportError(Error, ImportError):
+    """The compiled core (`fusebridge.kernels._C`) cannot be imported: most often a source tree
+    without a build shadows the installed package."""

@@ -179,7 +179,7 @@ SCHEMAS: dict[str, OpSchema] = {
                 Attribute("is_test", 0, (0, 1), "1: inference (no mask drawn)"),
             ),
             "Standalone dropout; element i draws from Philox (seed, offset, i) "
-            "(shared/reference/rng.md). mask: the 1-bit packed keep mask (uint8).",
+            "(docs/dropout.md, The bit contract). mask: the 1-bit packed keep mask (uint8).",
             ("X", "uint8"),
             ("X", 1),
         ),

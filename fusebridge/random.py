@@ -1,7 +1,7 @@
 """Explicit random keys in JAX's style: a Key is a value (seed, offset), nothing is hidden.
 
 `key(seed)`, `fold_in(key, data)` and `split(key, n)` are defined bit for bit in
-shared/reference/rng.md ("Streams and keys"). A model made explicit by
+docs/dropout.md ("Streams and keys"). A model made explicit by
 `fusebridge.fuse_passes.explicit_rng` takes a key's seed and offset as its inputs `rng_seed`
 and `rng_offset` (`Session.run(feeds, rng=key)`) and returns the next free offset as
 `rng_offset_out`, so `Key(key.seed, out["rng_offset_out"])` continues the same stream.
@@ -22,7 +22,7 @@ SEED_INPUT = "rng_seed"
 OFFSET_INPUT = "rng_offset"
 OFFSET_OUTPUT = "rng_offset_out"
 
-# Whitening of the key for derivation (rng.md), so that deriving keys never reproduces the
+# Whitening of the key for derivation (docs/dropout.md), so that deriving keys never reproduces the
 # words a dropout of the same seed draws.
 _WHITEN = (0x6A09E667, 0xBB67AE85)
 _M32 = 0xFFFFFFFF

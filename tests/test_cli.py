@@ -1,14 +1,21 @@
 """The `fusebridge` command, run as a user runs it."""
 
+import argparse
+import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
 
 import numpy as np
+import onnx_ir as ir
 import pytest
+from onnx import TensorProto, helper
 
 import fusebridge
+from fusebridge import cli
+from fusebridge.fuse_passes import PIPELINES, explicit_rng
 from fusebridge.models import assets
 
 
@@ -40,6 +47,89 @@ def test_demo_loads_optimizes_and_runs_the_bundled_tagger():
     assert "bigru                  fired 2" in out.stdout
     assert "optimized: Add x1, CRFDecoding x1, FusionGRU x2" in out.stdout
     assert "optimized tags == unfused tags: True" in out.stdout
+    assert f"time per batch over {cli.DEMO_RUNS} runs each after a warm-up run" in out.stdout
+    ran = {
+        "unfused": "ONNX Runtime, 3 call(s) (Add x5, Concat x2, Gather x1, MatMul x5, Squeeze x1) "
+        "+ fusebridge kernels (CRFDecoding x1, GRU x4)",
+        "optimized": "ONNX Runtime, 2 call(s) (Add x1, Gather x1, MatMul x1, Squeeze x1) "
+        "+ fusebridge kernels (CRFDecoding x1, FusionGRU x2)",
+    }
+    for variant, what in ran.items():
+        number = r"(\d+\.\d\d)"
+        timing = re.search(
+            rf"  {variant}: +median {number} ms \(IQR {number}-{number}, "
+            rf"min-max {number}-{number}\)\n +ran on (.*)\n",
+            out.stdout,
+        )
+        assert timing, out.stdout
+        median, q1, q3, low, high = map(float, timing.groups()[:5])
+        assert 0 < low <= q1 <= median <= q3 <= high
+        assert timing[6] == what
+    assert re.search(r"optimized is \d+\.\dx faster \(ratio of the medians\)", out.stdout)
+
+
+def test_every_command_and_option_has_help():
+    parser = cli.build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert {a.dest: bool(a.help) for a in commands._choices_actions} == dict.fromkeys(
+        ["info", "demo", "dropout-demo", "optimize", "run", "bench"], True
+    )
+    for name, sub in commands.choices.items():
+        assert sub.description, name
+        for action in sub._actions:
+            if not isinstance(action, argparse._HelpAction):
+                assert action.help and action.help != argparse.SUPPRESS, (name, action.dest)
+
+
+def test_pipeline_help_lists_the_choices():
+    out = run("optimize", "--help")
+    assert out.returncode == 0 and "--pipeline {inference,none,training}" in out.stdout
+    help_text = " ".join(out.stdout.split())  # argparse wraps the lines
+    for name in PIPELINES:
+        assert f"{name}: " in help_text, name
+    refused = run("optimize", str(assets.path("tagger")), "-o", "x.onnx", "--pipeline", "fast")
+    assert refused.returncode == 2 and "invalid choice: 'fast'" in refused.stderr
+
+
+def training_dropout_model() -> ir.Model:
+    """x -> training Dropout (p 0.5, no seed input): a model that draws random numbers."""
+    node = helper.make_node("Dropout", ["x"], ["y"], domain="fusebridge", p=0.5)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 33])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 33])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("fusebridge", 1)]
+    graph = helper.make_graph([node], "g", [x], [y])
+    return ir.from_proto(helper.make_model(graph, opset_imports=opsets, ir_version=10))
+
+
+def test_run_seed_is_session_run_with_that_key(tmp_path):
+    x = np.random.default_rng(0).uniform(0.5, 1.5, (4, 33)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    explicit = training_dropout_model()
+    explicit_rng(explicit)  # what `optimize --pipeline training` does first
+    fusebridge.save_onnx(explicit, tmp_path / "explicit.onnx")
+    fusebridge.save_onnx(training_dropout_model(), tmp_path / "raw.onnx")
+    want = fusebridge.Session(explicit).run({"x": x}, rng=fusebridge.random.key(7))
+    assert 0 < np.count_nonzero(want["y"]) < x.size  # it did drop some, and keep some
+    for model in ("explicit.onnx", "raw.onnx"):
+        out_dir = tmp_path / f"out-{model}"
+        args = [str(tmp_path / model), "--input", f"x={tmp_path / 'x.npy'}", "-o", str(out_dir)]
+        out = run("run", *args, "--seed", "7")
+        assert out.returncode == 0, out.stderr
+        np.testing.assert_array_equal(np.load(out_dir / "y.npy"), want["y"])
+        assert np.load(out_dir / "rng_offset_out.npy") == want["rng_offset_out"] == 1
+        assert run("run", *args, "--seed", "8").returncode == 0
+        assert not np.array_equal(np.load(out_dir / "y.npy"), want["y"])
+        refused = run("run", *args)
+        assert refused.returncode == 2
+        assert refused.stderr == (
+            "fusebridge: error: run: the model has training dropout, which needs --seed N\n"
+        )
+    tagger = assets.path("tagger")
+    ids = f"words={tagger / 'example_words.npy'}"
+    out = run("run", str(tagger), "--input", ids, "--seed", "1")
+    assert out.returncode == 2 and "--seed given, but the model draws no random numbers" in (
+        out.stderr
+    )
 
 
 def test_dropout_demo_runs_and_checks_itself():
@@ -130,5 +220,59 @@ def test_bench_compares_with_paddle_side_by_side():
         "paddle_inference_onednn",
     ]
     assert "session overhead" in rows[0]
-    for row in rows[1:]:  # a peer either ran and agreed with us, or its failure is the row
-        assert "| yes |" in row or "crashed" in row or "failed" in row
+    for row in rows[1:]:
+        assert "| yes |" in row, out.stdout
+
+
+def paddle_installed(monkeypatch, installed: bool) -> None:
+    """Whether compare_with_paddle finds paddle, whatever this environment holds."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: (
+            (real("json") if installed else None) if name == "paddle" else real(name, *a)
+        ),
+    )
+
+
+def test_bench_reports_a_failing_peer_in_full_and_exits_nonzero(tmp_path, monkeypatch, capsys):
+    from fusebridge.integrations.paddle import compare
+
+    message = "the peer broke: " + "x" * 300
+    (tmp_path / "broken_peer.py").write_text(f"raise RuntimeError({message!r} + '\\nline two')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setattr(compare, "PEER_MODULE", "broken_peer")
+    paddle_installed(monkeypatch, True)
+    code = cli.main(["bench", str(assets.path("tagger")), "--sentences", "2", "--repeat", "1"])
+    out = capsys.readouterr()
+    assert code == 1 and "3 of 4 rows failed" in out.err
+    rows = [line for line in out.out.splitlines() if line.startswith("| 2 |")]
+    assert [r.split("|")[-2].strip() for r in rows[1:]] == ["failed (exit status 1) [1]"] * 3
+    assert out.out.endswith(f"\n[1] RuntimeError: {message}\nline two\n")
+
+
+def test_bench_without_paddle_says_so_in_each_peer_row(monkeypatch, capsys):
+    paddle_installed(monkeypatch, False)
+    code = cli.main(["bench", str(assets.path("tagger")), "--sentences", "2", "--repeat", "1"])
+    out = capsys.readouterr()
+    rows = [line for line in out.out.splitlines() if line.startswith("| 2 |")]
+    assert code == 1 and len(rows) == 4 and "session overhead" in rows[0]
+    assert all(r.endswith("| not installed [1] |") for r in rows[1:])
+    assert "[1] paddlepaddle is not installed (pip install 'fusebridge[paddle]')" in out.out
+
+
+def test_progress_without_tqdm_is_one_line_per_step(monkeypatch, capsys):
+    from fusebridge.progress import Progress
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm now fails
+    with Progress(2, "bench") as progress:
+        progress.step("1 sentences: fusebridge")
+        progress.write("| a result |")
+        progress.step("1 sentences: paddle_executor")
+    out = capsys.readouterr()
+    assert out.out == "| a result |\n"
+    assert out.err.splitlines() == [
+        "bench [1/2] 1 sentences: fusebridge",
+        "bench [2/2] 1 sentences: paddle_executor",
+    ]

@@ -1,4 +1,4 @@
-"""fusebridge.random: key, fold_in and split as shared/reference/rng.md defines them, checked
+"""fusebridge.random: key, fold_in and split as docs/dropout.md defines them, checked
 against the definition written out here with the NumPy Philox of kernels/reference.py (not the
 compiled philox4x32 the module uses)."""
 
@@ -15,8 +15,9 @@ M64 = 2**64
 
 
 def fold_in_by_hand(seed: int, offset: int, data: int) -> int:
-    """rng.md: words 0 and 1 of Philox4x32-10 with key (s_lo ^ 0x6A09E667, s_hi ^ 0xBB67AE85)
-    and counter (o_lo, o_hi, d_lo, d_hi); s' = (w1 << 32) | w0."""
+    """docs/dropout.md: words 0 and 1 of Philox4x32-10 with key
+    (s_lo ^ 0x6A09E667, s_hi ^ 0xBB67AE85) and counter (o_lo, o_hi, d_lo, d_hi);
+    s' = (w1 << 32) | w0."""
     data %= M64
     key = np.array([(seed & 0xFFFFFFFF) ^ 0x6A09E667, (seed >> 32) ^ 0xBB67AE85], np.uint64)
     counter = np.array(

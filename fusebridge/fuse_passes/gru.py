@@ -2,9 +2,9 @@
 (origin_mode 0 -> 1 by update-gate negation), bigru (forward + reverse + concat -> one
 bidirectional FusionGRU).
 
-Unlike Paddle's own passes (shared/reference/paddle_gru.md): H0 is kept, a GRU without bias
-fuses, origin_mode 1 fuses, matmul_v2/fc producers fuse (they all import as MatMul [+ Add]), and
-every changed weight is a new initializer."""
+Unlike Paddle's own passes (docs/gru.md, "Paddle's gru and fusion_gru"): H0 is kept, a GRU
+without bias fuses, origin_mode 1 fuses, matmul_v2/fc producers fuse (they all import as MatMul
+[+ Add]), and every changed weight is a new initializer."""
 
 from __future__ import annotations
 

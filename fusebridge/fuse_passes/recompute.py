@@ -5,9 +5,9 @@ A training dropout that writes a mask (Dropout, MatMulDropout, SoftmaxDropout: a
 op with a `mask?` output and seed?/offset? inputs) whose mask only backward ops read
 (DropoutGrad, SoftmaxDropoutGrad) loses that output, and those take the forward's seed and
 offset instead. Element i of the dropout's output draws from (seed, offset, i) in both passes
-(shared/reference/rng.md), and dY has the output's shape, so the gradients are bit for bit
-those from the stored mask. Saved: the mask, numel/8 bytes per dropout, for as long as the
-forward's results wait for the backward. Paid: the Philox draws a second time
+(docs/dropout.md, "The bit contract"), and dY has the output's shape, so the gradients are
+bit for bit those from the stored mask. Saved: the mask, numel/8 bytes per dropout, for as
+long as the forward's results wait for the backward. Paid: the Philox draws a second time
 (docs/dropout.md).
 
 Run it after explicit_rng (a dropout without a seed input has no bits to recompute) and after

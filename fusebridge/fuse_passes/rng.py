@@ -4,7 +4,7 @@ A training dropout without a seed input (fusebridge Dropout with is_test = 0, or
 dropout: any fusebridge op whose schema has seed? and offset? inputs and a mask? output) draws
 from a generator the graph does not show. This pass gives the graph the int64 scalar inputs
 `rng_seed` and `rng_offset` and the int64 scalar output `rng_offset_out`, and gives every such
-op seed = rng_seed and an offset of its own (shared/reference/rng.md, "Streams and keys").
+op seed = rng_seed and an offset of its own (docs/dropout.md, "Streams and keys").
 Dropouts that already have a seed input keep it and take no offset; is_test dropouts draw
 nothing.
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 from pathlib import Path
 
 import scipy_openblas32
 
-from fusebridge.errors import ArgumentError
+from fusebridge.errors import ArgumentError, CoreImportError
 
 
 def _load_openblas() -> None:
@@ -19,14 +20,31 @@ def _load_openblas() -> None:
         ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
 
 
+def _missing_core(exc: ImportError) -> CoreImportError:
+    """Why `_C` did not import, in words a user can act on. The usual cause: Python started in
+    the repository root after `pip install .` finds the source tree (sys.path[0]) before the
+    install, and the source tree holds no built `_C`."""
+    here = Path(__file__).parent
+    root = here.parents[1]
+    built = list(here.glob("_C.*"))
+    if not built and (root / "pyproject.toml").is_file():
+        return CoreImportError(
+            f"you are importing fusebridge from its source tree at {root}, which has no "
+            "compiled core (fusebridge/kernels/_C); run from another directory to use the "
+            "installed fusebridge, or build the core in place with `pip install -e .` there"
+        )
+    return CoreImportError(f"fusebridge's compiled core in {here} did not load: {exc}")
+
+
 _load_openblas()
+# Every module reaches the core as `core._C`: this is the one import of it, so that a missing
+# core is reported here, before any other kernels module half-imports the package.
 try:
-    from fusebridge.kernels import _C
-except ImportError as exc:  # a source tree without the built extension shadows the install
-    raise ImportError(
-        f"fusebridge's compiled core is missing beside {Path(__file__).parent}: build it with "
-        "`pip install -e .` (in place), or run from outside the source tree after `pip install .`"
-    ) from exc
+    # import_module: its error names the missing module, where `from fusebridge.kernels import
+    # _C` inside the half-imported package blames a circular import.
+    _C = importlib.import_module("fusebridge.kernels._C")
+except ImportError as exc:
+    raise _missing_core(exc) from exc
 
 ISAS = ("scalar", "avx2", "avx512")
 

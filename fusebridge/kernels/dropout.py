@@ -1,5 +1,5 @@
-"""Standalone dropout on the compiled core, following the bit contract of
-shared/reference/rng.md: element idx of the (whole) mask keeps iff Philox4x32-10 word
+"""Standalone dropout on the compiled core, following the bit contract of docs/dropout.md:
+element idx of the (whole) mask keeps iff Philox4x32-10 word
 (seed, offset, idx) > (2^32 - 1) * p."""
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ applied while the tile is in cache) and softmax (one pass per block of rows).
 
 Element i of the output draws from Philox (seed, offset, i), i its flat index in the whole
 output (batch*M*N + m*N + n for a matmul), so the fused op gives exactly the bits of the plain
-op followed by `dropout` (shared/reference/rng.md). The plain ops, `matmul` and `softmax`, are
-the same primitives with p = 0: same BLAS calls, same arithmetic."""
+op followed by `dropout` (docs/dropout.md, "The bit contract"). The plain ops, `matmul` and
+`softmax`, are the same primitives with p = 0: same BLAS calls, same arithmetic."""
 
 from __future__ import annotations
 
@@ -246,7 +246,7 @@ def matmul_dropout(
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """dropout(op(a) @ op(b) (+ bias)), float32, with np.matmul's batch broadcasting: y, or
     (y, packed mask) with return_mask. Bit-identical to `dropout(matmul(a, b, ...), p, ...)`;
-    shard places the output in a larger one (rng.md)."""
+    shard places the output in a larger one (docs/dropout.md)."""
     op = "matmul_dropout"
     a, b = _float32(a, op, "a"), _float32(b, op, "b")
     seed, offset = as_u64(seed, op, "seed"), as_u64(offset, op, "offset")

@@ -1,4 +1,4 @@
-"""Framework GRU weight layouts to the canonical one (DESIGN.md section 4) and back: gate order
+"""Framework GRU weight layouts to the canonical one (docs/gru.md) and back: gate order
 (update, reset, candidate), Wx [D, IC, 3*OC], Wh [D, OC, 3*OC] plain row-major, bias and bias_h
 [D, 3*OC]. Every function returns NEW arrays: a weight may be shared by other nodes, so it is
 never changed in place."""
@@ -57,7 +57,7 @@ def mxnet_rnn_params_to_canonical(
 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """MXNet RNN(mode='gru') flat parameter vector -> [(wx, wh, bias, bias_h)] per layer.
 
-    MXNet's layout (shared/reference/mxnet.md): all weights, then all biases; per layer, per
+    MXNet 1.9.1's layout: all weights, then all biases; per layer, per
     direction (forward, backward): W_i2h [3H, I_l] then W_h2h [3H, H] row-major, and b_i2h [3H],
     b_h2h [3H] in the same order; gate rows (r, z, n); I_0 = input_size, I_l = D*H after.
     MXNet's recurrence is the canonical one with linear_before_reset=True and origin_mode=True

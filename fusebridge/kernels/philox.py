@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fusebridge.errors import ArgumentError
-from fusebridge.kernels import _C
+from fusebridge.kernels import core
 
 
 def philox4x32(counter: np.ndarray, key: np.ndarray, rounds: int = 10) -> np.ndarray:
@@ -28,5 +28,5 @@ def philox4x32(counter: np.ndarray, key: np.ndarray, rounds: int = 10) -> np.nda
     c = np.ascontiguousarray(np.broadcast_to(counter, (*lead, 4)).reshape(-1, 4), np.uint32)
     k = np.ascontiguousarray(np.broadcast_to(key, (*lead, 2)).reshape(-1, 2), np.uint32)
     out = np.empty_like(c)
-    _C.philox4x32(c, k, out, rounds)
+    core._C.philox4x32(c, k, out, rounds)
     return out.reshape(*lead, 4)

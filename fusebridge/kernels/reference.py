@@ -1,5 +1,5 @@
-"""NumPy oracle for the kernels, written from the formulas (shared/reference/rng.md for dropout,
-DESIGN.md section 4 for the GRU), not from the C++: slow, obvious, and independent of how the
+"""NumPy oracle for the kernels, written from the formulas (docs/dropout.md for dropout,
+docs/gru.md for the GRU), not from the C++: slow, obvious, and independent of how the
 kernels tile, thread or vectorize."""
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def unpack_mask(packed: np.ndarray, shape: tuple) -> np.ndarray:
     return np.unpackbits(packed, bitorder="little", count=n).astype(bool).reshape(shape)
 
 
-# GRU: written straight from the canonical semantics (DESIGN.md section 4), one sentence and one
+# GRU: written straight from the canonical semantics (docs/gru.md), one sentence and one
 # step at a time, in float64. Gate columns are (update, reset, candidate) everywhere.
 
 GRU_ACTIVATIONS = {

@@ -1,6 +1,6 @@
 """Example Paddle models of the kind fusebridge fuses: classic Paddle 1.x-style static LEGACY
 programs (ProgramDesc, not PIR) with the unfused `gru` op, built op by op so that the saved
-program holds exactly the ops old Paddle emitted (shared/reference/paddle_gru.md).
+program holds exactly the ops old Paddle emitted (docs/gru.md, "Paddle's gru and fusion_gru").
 
 - build_tagger: the lexical-analysis (LAC) tagger: lookup_table -> bidirectional GRU layers
   (mul + elementwise_add + gru per direction, concat) -> mul + elementwise_add -> crf_decoding

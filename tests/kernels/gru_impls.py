@@ -1,6 +1,6 @@
 """What the GRU framework tests share: the `impl` fixture (the NumPy oracle and the compiled
 kernel behind one signature, that of reference.gru) and Paddle's own unfused `gru` op run in a
-legacy static program (Paddle is the oracle; shared/reference/paddle_gru.md)."""
+legacy static program (Paddle is the oracle; docs/gru.md)."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ def test_paddle_downgrade_in_infer(paddle, p):
 @pytest.mark.parametrize("axes", [(0,), (1,), (0, 2), (2,)])
 def test_mxnet_axes_share_the_mask(axes):
     """MXNet Dropout(axes=...): the mask has size 1 on `axes` and is broadcast over them
-    (shared/reference/mxnet.md); kept values are x / (1 - p), dropped exactly 0."""
+    (MXNet 1.9.1); kept values are x / (1 - p), dropped exactly 0."""
     x = (np.random.default_rng(4).standard_normal((6, 7, 40)) + 5).astype(np.float32)
     p = 0.4
     y, mask = kernels.dropout(x, p, seed=8, axes=axes, return_mask=True)

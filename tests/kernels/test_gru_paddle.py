@@ -1,6 +1,6 @@
 """The GRU against Paddle's own unfused `gru` op (mul + gru in a legacy static program), the
 framework oracle for LoD input, origin_mode, is_reverse, H0 and the activations. Paddle's CPU
-`fusion_gru` is no oracle: it ignores origin_mode (shared/reference/paddle_gru.md)."""
+`fusion_gru` is no oracle: it ignores origin_mode (docs/gru.md)."""
 
 import itertools
 

@@ -84,7 +84,8 @@ def mxnet_gates(rows):
 
 
 def pack_by_hand():
-    """The flat vector as mxnet.md describes it, and the blocks it was made of."""
+    """The flat vector as MXNet 1.9.1's RNN lays it out (docs/gru.md), and the blocks it was
+    made of."""
     blocks = []  # per (layer, direction): i2h, h2h weights and biases as gate dicts
     for layer in range(LAYERS):
         i_l = IN if layer == 0 else DIRS * H
@@ -125,7 +126,7 @@ def test_mxnet_params_two_layers_bidirectional():
 
 
 def test_mxnet_params_follow_mxnet_formula():
-    """One step of MXNet's own formula (mxnet.md) from the raw blocks equals the canonical GRU
+    """One step of MXNet's own formula (docs/gru.md) from the raw blocks equals the canonical GRU
     with linear_before_reset and origin_mode on the converted weights."""
     params, blocks = pack_by_hand()
     wx, wh, bias, bias_h = mxnet_rnn_params_to_canonical(

@@ -1,5 +1,6 @@
 """Philox against Random123's published known-answer vectors and the worked examples of the
-(seed, offset, idx) mapping in shared/reference/philox_kat.json."""
+(seed, offset, idx) mapping (docs/dropout.md, "The bit contract"), both in
+tests/fixtures/philox_kat.json."""
 
 import json
 from pathlib import Path
@@ -10,17 +11,7 @@ import pytest
 from fusebridge import ArgumentError, kernels
 from fusebridge.kernels import reference
 
-
-def find_kat() -> Path:
-    """shared/ lies beside the checkout (or beside a copy of the tests inside it)."""
-    for folder in Path(__file__).resolve().parents:
-        path = folder / "shared" / "reference" / "philox_kat.json"
-        if path.exists():
-            return path
-    raise FileNotFoundError("shared/reference/philox_kat.json beside the checkout")
-
-
-KAT = json.loads(find_kat().read_text())
+KAT = json.loads((Path(__file__).parents[1] / "fixtures" / "philox_kat.json").read_text())
 VECTORS = [v for v in KAT["vectors"] if v["generator"] == "philox4x32"]
 DERIVED = KAT["derived_onednn_s64"]["cases"]
 

@@ -1,9 +1,9 @@
 """MXNet's `.params` files (`nd.save`, `HybridBlock.export`) read with numpy alone.
 
 The layout follows MXNet 1.9.1's NDArray::Load / LegacyLoad (src/ndarray/ndarray.cc), summed up
-in shared/reference/mxnet.md. The file is untrusted: every malformation is a ModelFormatError
-that names the file, the part and the byte position, and sizes are checked against the bytes
-that are left before anything is allocated.
+in docs/mxnet.md ("The .params format"). The file is untrusted: every malformation is a
+ModelFormatError that names the file, the part and the byte position, and sizes are checked
+against the bytes that are left before anything is allocated.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ the table and not the end of the benchmark. Every peer's outputs are checked aga
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -20,8 +21,10 @@ import numpy as np
 
 import fusebridge as fb
 from fusebridge import kernels
+from fusebridge.progress import Progress
 
 PEERS = ("paddle_executor", "paddle_inference", "paddle_inference_onednn")
+PEER_MODULE = "fusebridge.integrations.paddle.paddle_peer"
 
 
 def _batch(vocab: int, n: int, seed: int) -> tuple[np.ndarray, list[int]]:
@@ -72,7 +75,9 @@ def compare_with_paddle(
 ) -> list[dict[str, object]]:
     """One row per (batch size, runtime): best and median ms per batch, ratio to fusebridge, and
     whether the outputs equal fusebridge's. fusebridge's row also gives its Session overhead
-    (time outside kernels and ONNX Runtime calls) in ms."""
+    (time outside kernels and ONNX Runtime calls) in ms. A peer that could not run has
+    ms None and its whole error in "error" (`failed` tells such rows)."""
+    model_dir = Path(model_dir).resolve()  # the peers run in another folder
     model = fb.load(model_dir)
     optimized, _ = fb.optimize(model)
     session = fb.Session(optimized)
@@ -80,8 +85,12 @@ def compare_with_paddle(
     vocab = _vocab(model)
     threads = kernels.get_num_threads()
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        Progress(len(sentences) * (1 + len(peers)), "bench") as progress,
+    ):
         for n in sentences:
+            progress.step(f"{n} sentences: fusebridge")
             ids, lengths = _batch(vocab, n, seed)
             feeds = {feed: fb.LoDTensor(ids, lengths=lengths)}
             ours = session.run(feeds)
@@ -106,76 +115,90 @@ def compare_with_paddle(
             )
             np.savez(Path(tmp) / "feed.npz", ids=ids, lengths=np.asarray(lengths))
             for peer in peers:
-                rows.append(
-                    _peer_row(model_dir, peer, feed, tmp, n, words, repeat, threads, ms, ours)
-                )
+                progress.step(f"{n} sentences: {peer}")
+                row = {"sentences": n, "words": words, "runtime": peer}
+                args = [model_dir, peer, feed, Path(tmp) / "feed.npz", Path(tmp) / f"{peer}.npz"]
+                rows.append(row | _peer_result(args, repeat, threads, Path(tmp), ms, ours))
     return rows
 
 
-def _peer_row(model_dir, peer, feed, tmp, n, words, repeat, threads, our_ms, ours) -> dict:
-    row = {"sentences": n, "words": words, "runtime": peer}
-    out = Path(tmp) / f"{peer}.npz"
-    cmd = [
-        sys.executable,
-        "-m",
-        "fusebridge.integrations.paddle.paddle_peer",
-        os.fspath(model_dir),
-        peer,
-        feed,
-        str(Path(tmp) / "feed.npz"),
-        str(out),
-        str(repeat),
-        str(threads),
-    ]
+def peer_process(
+    args: Sequence[object], workdir: Path, env: dict[str, str], timeout: float = 600
+) -> subprocess.CompletedProcess:
+    """`python -m PEER_MODULE ARGS` started in `workdir`, a folder of temporary files: `-m` puts
+    the working directory first on sys.path, and a repository root there (`fusebridge bench`
+    run from a checkout after `pip install .`) would shadow the installed fusebridge with a
+    source tree that has no compiled core."""
+    cmd = [sys.executable, "-m", PEER_MODULE, *map(str, args)]
+    return subprocess.run(
+        cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+def _error_text(stderr: str) -> str:
+    """The error a failed child reports: its last traceback's exception (all its lines), or
+    everything it printed when it printed no traceback."""
+    lines = stderr.strip().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback ")]
+    if not starts:
+        return "\n".join(lines) or "no output"
+    tail = lines[starts[-1] + 1 :]
+    frames = [i for i, line in enumerate(tail) if line.startswith(" ")]
+    return "\n".join(tail[frames[-1] + 1 :] if frames else tail)
+
+
+def _peer_result(args, repeat, threads, workdir, our_ms, ours) -> dict[str, object]:
+    no_run = {"ms": None, "median_ms": None, "vs_fusebridge": None, "same_output": "-"}
+    if importlib.util.find_spec("paddle") is None:
+        why = "paddlepaddle is not installed (pip install 'fusebridge[paddle]')"
+        return no_run | {"note": "not installed", "error": why}
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "GLOG_minloglevel": "3"}
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-    except subprocess.TimeoutExpired:
-        return {
-            **row,
-            "ms": None,
-            "median_ms": None,
-            "vs_fusebridge": None,
-            "same_output": "-",
-            "note": "timed out",
-        }
+        done = peer_process([*args, repeat, threads], workdir, env)
+    except subprocess.TimeoutExpired as exc:
+        return no_run | {"note": "timed out", "error": f"no answer in {exc.timeout:g} s"}
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["?"])[-1][:120]
-        why = f"crashed (signal {-done.returncode})" if done.returncode < 0 else f"failed: {last}"
-        return {
-            **row,
-            "ms": None,
-            "median_ms": None,
-            "vs_fusebridge": None,
-            "same_output": "-",
-            "note": why,
-        }
+        rc = done.returncode
+        note = f"crashed (signal {-rc})" if rc < 0 else f"failed (exit status {rc})"
+        return no_run | {"note": note, "error": _error_text(done.stderr)}
     timing = json.loads(done.stdout.strip().splitlines()[-1])
-    with np.load(out, allow_pickle=False) as theirs:
+    with np.load(args[-1], allow_pickle=False) as theirs:
         same = _same(ours, dict(theirs))
-    ms = timing["ms"]
     return {
-        **row,
-        "ms": ms,
+        "ms": timing["ms"],
         "median_ms": timing["median_ms"],
-        "vs_fusebridge": ms / our_ms,
+        "vs_fusebridge": timing["ms"] / our_ms,
         "same_output": same,
         "note": "",
     }
 
 
+def failed(row: dict[str, object]) -> bool:
+    """A peer that did not run, or whose outputs differ from fusebridge's."""
+    return row["ms"] is None or str(row["same_output"]).startswith("no")
+
+
 def table(rows: Sequence[dict[str, object]]) -> str:
+    """Markdown table of compare_with_paddle's rows; each failure's whole error is numbered
+    below it (a table cell would cut it or break on its line breaks)."""
     lines = [
         "| sentences | words | runtime | best ms | median ms | x fusebridge (best) | same output "
         "| note |",
         "|---:|---:|---|---:|---:|---:|---|---|",
     ]
+    errors: list[str] = []
     for r in rows:
         ms = "-" if r["ms"] is None else f"{r['ms']:.2f}"
         median = "-" if r["median_ms"] is None else f"{r['median_ms']:.2f}"
         ratio = "-" if r["vs_fusebridge"] is None else f"{r['vs_fusebridge']:.2f}"
+        note = r["note"]
+        if "error" in r:
+            if r["error"] not in errors:
+                errors.append(r["error"])
+            note = f"{note} [{errors.index(r['error']) + 1}]"
         lines.append(
             f"| {r['sentences']} | {r['words']} | {r['runtime']} | {ms} | {median} | {ratio} | "
-            f"{r['same_output']} | {r['note']} |"
+            f"{r['same_output']} | {note} |"
         )
+    lines += ["", *(f"[{i}] {error}" for i, error in enumerate(errors, 1))] if errors else []
     return "\n".join(lines)

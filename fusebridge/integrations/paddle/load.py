@@ -2,7 +2,7 @@
 
 Read without importing paddle. feed/fetch ops become graph inputs/outputs; a LoD feed or fetch
 `x` becomes the pair `x` + `x.offsets`; every op that needs sentence boundaries gets the offsets
-as an explicit input, carried from the feed through the ops that keep LoD (DESIGN.md 3).
+as an explicit input, carried from the feed through the ops that keep LoD (docs/paddle.md, "Load").
 
 A training program (the forward ops plus those paddle.static.append_backward adds, saved
 without feed and fetch ops) is read too: its inputs are the paddle.static.data variables, its
@@ -200,10 +200,10 @@ class ProgramConverter(GraphBuilder):
 
     def _as_output(self, value: ir.Value, name: str) -> ir.Value:
         """`value` as a graph output named `name`. Callers find a fetch by its Paddle variable's
-        name, and a LoD fetch's offsets as `name.offsets` (DESIGN.md 3), but converters name
-        their last node freely (scale's `out/biased`, arg_max's ArgMax before its Cast,
-        lod_reset's offsets constant `out.offsets`): an intermediate value holding the name
-        yields it. A graph output must be a node's output, and each value only one output:
+        name, and a LoD fetch's offsets as `name.offsets` (docs/paddle.md, "Load"), but
+        converters name their last node freely (scale's `out/biased`, arg_max's ArgMax before
+        its Cast, lod_reset's offsets constant `out.offsets`): an intermediate value holding the
+        name yields it. A graph output must be a node's output, and each value only one output:
         otherwise an Identity. A feed or an earlier fetch keeps its name (then `name@k`)."""
         if value.name == name and value.producer() is not None and value not in self._fetched:
             self._fetched.add(value)

@@ -18,7 +18,7 @@ CONVERTERS: dict[str, Callable] = {}
 # Ops whose outputs keep the sentence boundaries of this input slot.
 KEEPS_LOD: dict[str, str] = {}
 
-# Paddle's VarType data type enum -> ONNX (paddle_format.md).
+# Paddle's VarType data type enum -> ONNX (Paddle's framework.proto).
 _PADDLE_DTYPES = {
     0: ir.DataType.BOOL,
     1: ir.DataType.INT16,

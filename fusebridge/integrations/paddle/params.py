@@ -1,8 +1,12 @@
 """Parameters of Paddle legacy inference models, read without paddle.
 
 Either one file per persistable variable, named after it, or one combined file (save_combine:
-`*.pdiparams`, `__params__`) holding the same records back to back in sorted-name order. The
-record layout is in shared/reference/paddle_format.md.
+`*.pdiparams`, `__params__`) holding the same records back to back in sorted-name order
+(feed and fetch variables excluded; the names are not in the file but taken from the
+ProgramDesc). A record, little endian: uint32 version (0), uint64 lod_level, then per level a
+uint64 byte count and that many bytes of size_t offsets; then the tensor: uint32 version (0),
+int32 desc_size, a TensorDesc protobuf of desc_size bytes (dtype, dims), and the raw data,
+numel * itemsize bytes in C order.
 """
 
 from __future__ import annotations

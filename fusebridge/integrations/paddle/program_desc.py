@@ -1,7 +1,7 @@
 """Paddle's legacy ProgramDesc (`__model__`, `*.pdmodel`) read without paddle or protobuf.
 
 A minimal protobuf wire-format reader driven by tables of field numbers copied from the
-framework.proto of the Paddle wheel (shared/reference/paddle_format.md). Model files are
+framework.proto shipped in the paddlepaddle 3.3.1 wheel. Model files are
 untrusted input: every malformation becomes a ModelFormatError that says where it was found.
 """
 

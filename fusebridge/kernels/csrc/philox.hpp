@@ -1,5 +1,5 @@
 // Philox4x32 (Random123), shared by the C++ and CUDA engines so both give the same bits.
-// The (seed, offset, idx) -> word mapping is the contract of shared/reference/rng.md.
+// The (seed, offset, idx) -> word mapping is the contract of docs/dropout.md ("The bit contract").
 #pragma once
 #include <cstdint>
 

@@ -528,7 +528,7 @@ _FUSION_GRU_OUTPUTS = {
 
 
 def _paddle_weight_h(p: Program, name: str):
-    # Any [OC, 3*OC] array is a valid WeightH: Paddle reads it as flat blocks (paddle_gru.md).
+    # Any [OC, 3*OC] array is a valid WeightH: Paddle reads it as flat blocks (docs/gru.md).
     return p.param(name, p.rand(OC, 3 * OC))
 
 
@@ -563,7 +563,7 @@ def _fusion_gru(p: Program) -> None:
     x = p.lod("x", ic, NONEMPTY)
     h0 = p.feed("h0", p.rand(len(NONEMPTY), OC))
     # Paddle 3.3.1's CPU fusion_gru kernel IGNORES origin_mode (it always computes
-    # h = (1 - u) * h_prev + u * c, paddle_gru.md), so it is an oracle for origin_mode False
+    # h = (1 - u) * h_prev + u * c, docs/gru.md), so it is an oracle for origin_mode False
     # only; origin_mode True is checked against Paddle's unfused mul + gru below.
     variants = [
         {},

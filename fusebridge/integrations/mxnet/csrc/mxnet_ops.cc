@@ -6,7 +6,7 @@
 //   fusebridge_dropout(x; p, seed, offset, axes, mode, is_test) -> (y, mask)
 //     x float32 of any shape; mask uint8 [ceil(mask elements / 8)], bit i of the mask shape
 //     (x's shape with 1 on `axes`) in byte i / 8, LSB first: the bits of
-//     fusebridge.kernels.dropout for the same seed and offset (shared/reference/rng.md).
+//     fusebridge.kernels.dropout for the same seed and offset (docs/dropout.md).
 //     Backward (MXNet's _backward_fusebridge_dropout): dx = dy * keep * scale from the mask.
 //   fusebridge_fusion_gru(x, seq_lens, wx, wh, bias, bias_h[, h0]; direction, layout,
 //                         linear_before_reset, origin_mode, activation, gate_activation,
@@ -161,7 +161,7 @@ std::string parse_choice(const Attrs& attrs, const char* key, const char* def,
 }
 
 // A 64-bit pattern from a decimal integer in [-2^63, 2^64); negative values are their two's
-// complement (rng.md), so seed -1 is 0xFFFFFFFFFFFFFFFF.
+// complement (docs/dropout.md), so seed -1 is 0xFFFFFFFFFFFFFFFF.
 uint64_t parse_u64(const Attrs& attrs, const char* key, const uint64_t* def) {
     const std::string* v = find(attrs, key);
     if (!v) {
@@ -381,7 +381,7 @@ MXReturnValue dropout_forward(const Attrs& attrs, std::vector<MXTensor>* in,
         if (y.shape != x.shape || mask.size() != prim.mask_bytes())
             throw OpError("output shapes differ from the inferred ones");
         // The kernel writes every mask bit but leaves the unused high bits of the last byte;
-        // MXNet's buffer is uninitialised, and rng.md wants them zero.
+        // MXNet's buffer is uninitialised, and docs/dropout.md wants them zero.
         if (prim.mask_bytes() > 0) mask.data<uint8_t>()[prim.mask_bytes() - 1] = 0;
         prim.forward(x.data_ptr, y.data_ptr, mask.data<uint8_t>(), d.seed, d.offset);
     });
