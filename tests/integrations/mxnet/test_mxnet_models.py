@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 
@@ -418,6 +419,86 @@ def test_save_mxnet_writes_readable_files(tmp_path):
     assert not any("_i2h_" in name for name in saved)  # MXNet's per-gate weights are gone
     with pytest.raises(fb.ArgumentError, match="not loaded from an MXNet symbol file"):
         fb.save_mxnet(fb.load(FIXTURES.parents[0] / "onnx" / "torch_gru.onnx"), tmp_path / "x")
+
+
+def test_save_mxnet_writes_the_models_own_parameters_and_reads_no_file(tmp_path):
+    """The parameters come from the model's initializers, also where the loader keeps them in
+    another form (FullyConnected's transposed weight); a params path in the metadata, which a
+    crafted model may carry, is not read."""
+    from fusebridge.integrations.mxnet.params import read_params, write_params
+
+    model = fb.load(_path("gru_tagger"))
+    inits = model.graph.initializers
+    names = {
+        "embedding": "gru_tagger_embedding0_weight",
+        "bias": "gru_tagger_dense0_bias",
+        "wh": "gru_tagger_gru0_rnn0/l1/wh",
+    }
+    changed = {}
+    for key, name in names.items():
+        changed[key] = inits[name].const_value.numpy() + 1
+        inits[name].const_value = ir.tensor(changed[key], name=name)
+    (fc,) = [n for n in model.graph if n.op_type == "MatMul"]
+    weight_t = fc.inputs[1].name  # [in, out]: MXNet's weight [out, in] transposed
+    changed["weight"] = inits[weight_t].const_value.numpy().T * 2
+    inits[weight_t].const_value = ir.tensor(np.ascontiguousarray(changed["weight"].T))
+    decoy = tmp_path / "decoy-0000.params"
+    arrays = read_params(FIXTURES / "gru_tagger-0000.params")
+    arrays = {n: np.full_like(a, 7) for n, a in arrays.items()} | {"secret": np.arange(3.0)}
+    write_params(decoy, {n: ("arg", a) for n, a in arrays.items()})
+    model.metadata_props["fusebridge.mxnet.params"] = str(decoy)  # as loads before this fix
+
+    saved = read_params(fb.save_mxnet(model, tmp_path / "fused")[1])
+    np.testing.assert_array_equal(saved[names["embedding"]], changed["embedding"])
+    np.testing.assert_array_equal(saved[names["bias"]], changed["bias"])
+    np.testing.assert_array_equal(saved["gru_tagger_gru0_rnn0_l1_wh"], changed["wh"])
+    np.testing.assert_array_equal(saved["gru_tagger_dense0_weight"], changed["weight"])
+    assert not any(np.all(a == 7) for a in saved.values()) and "secret" not in saved
+    # A parameter that a pass rewrote away is named, not taken from anywhere else.
+    inits.pop(names["bias"])
+    with pytest.raises(fb.UnsupportedOpError, match="parameter 'gru_tagger_dense0_bias'"):
+        fb.save_mxnet(model, tmp_path / "again")
+
+
+def test_save_mxnet_undoes_what_the_loader_made_of_a_parameter(tmp_path):
+    """FullyConnected's weight (kept transposed) and prelu's gamma (kept as [C, 1]) are written
+    back as MXNet holds them."""
+    import json
+
+    from fusebridge.integrations.mxnet.params import read_params, write_params
+
+    def var(name: str) -> dict:
+        return {"op": "null", "name": name, "inputs": []}
+
+    nodes = [var("data"), var("fc_weight"), var("fc_bias"), var("gamma")]
+    nodes.append(
+        {
+            "op": "FullyConnected",
+            "name": "fc",
+            "attrs": {"num_hidden": "3"},
+            "inputs": [[0, 0, 0], [1, 0, 0], [2, 0, 0]],
+        }
+    )
+    nodes.append(
+        {
+            "op": "LeakyReLU",
+            "name": "act",
+            "attrs": {"act_type": "prelu"},
+            "inputs": [[4, 0, 0], [3, 0, 0]],
+        }
+    )
+    symbol = {"nodes": nodes, "arg_nodes": [0, 1, 2, 3], "heads": [[5, 0, 0]]}
+    (tmp_path / "m-symbol.json").write_text(json.dumps(symbol))
+    rng = np.random.default_rng(0)
+    params = {"fc_weight": (3, 4), "fc_bias": (3,), "gamma": (3,)}
+    params = {n: rng.standard_normal(shape).astype(np.float32) for n, shape in params.items()}
+    write_params(tmp_path / "m-0000.params", {n: ("arg", a) for n, a in params.items()})
+
+    saved = read_params(fb.save_mxnet(fb.load(tmp_path / "m-symbol.json"), tmp_path / "out")[1])
+    assert saved.keys() == params.keys()
+    for name, array in params.items():
+        np.testing.assert_array_equal(saved[name], array, err_msg=name)
+        assert saved[name].shape == array.shape
 
 
 @pytest.mark.mxnet
