@@ -1,5 +1,5 @@
 """`save_mxnet(model, prefix)`: the MXNet model a fusebridge model was loaded from, written back
-with its fused parts as fusebridge's native MXNet ops (register.py), so that it runs in MXNet.
+with its fused parts as fusebridge's native MXNet ops (op_library.py), so that it runs in MXNet.
 
 MXNet symbols carry no shapes and take static shape attributes, so the rank-agnostic standard
 ops of the IR have no faithful MXNet form: the writer starts from the model's own MXNet graph

@@ -507,8 +507,8 @@ def test_saved_model_runs_in_mxnet_with_our_ops(tmp_path, name):
     """The fused symbol in MXNet (our ops registered) equals fusebridge's Session, and for the
     tagger with unequal lengths also MXNet's original model run one sentence at a time."""
     mx = pytest.importorskip("mxnet")
+    from fusebridge.integrations.mxnet import register
     from fusebridge.integrations.mxnet.mxnet_runtime import input_names, run_mxnet_per_sentence
-    from fusebridge.integrations.mxnet.register import register
 
     register()
     model = fb.load(_path(name))

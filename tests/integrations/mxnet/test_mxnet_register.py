@@ -14,7 +14,7 @@ pytestmark = pytest.mark.mxnet
 mx = pytest.importorskip("mxnet")
 
 from fusebridge import kernels  # noqa: E402
-from fusebridge.integrations.mxnet.register import LIBRARY_NAME, register  # noqa: E402
+from fusebridge.integrations.mxnet import LIBRARY_NAME, register  # noqa: E402
 
 MXNetError = mx.base.MXNetError
 
@@ -289,7 +289,7 @@ def test_a_new_process_reuses_the_cached_library(library):
     before = library.stat().st_mtime_ns
     proc = run_python(
         f"""
-        from fusebridge.integrations.mxnet.register import register
+        from fusebridge.integrations.mxnet import register
         assert str(register()) == {str(library)!r}
         import mxnet as mx
         print(mx.nd.fusebridge_dropout(mx.nd.ones((2, 3)), seed=1)[1].shape)
@@ -306,7 +306,7 @@ def test_build_failure_raises_execution_error(tmp_path):
     proc = run_python(
         f"""
         from fusebridge.errors import ExecutionError
-        from fusebridge.integrations.mxnet.register import register
+        from fusebridge.integrations.mxnet import register
         try:
             register({str(tmp_path)!r})
         except ExecutionError as exc:

@@ -1,5 +1,5 @@
 // fusebridge's kernels as native MXNet 1.9 operators, through the custom-library interface of
-// lib_api.h (MX_LIBRARY_VERSION 11). register.py compiles this file together with the wheel's
+// lib_api.h (MX_LIBRARY_VERSION 11). op_library.py compiles this file together with the wheel's
 // src/lib_api.cc and the kernel sources of fusebridge/kernels/csrc into one shared library that
 // mx.library.load() registers.
 //

@@ -8,7 +8,7 @@ and loaded with mx.library.load. It registers
   layout='tnc', linear_before_reset=False, origin_mode=True, activation='tanh',
   gate_activation='sigmoid', has_h0=False) -> y`, forward only.
 
-See csrc/mxnet_ops.cc for the exact contracts.
+See csrc/mxnet_ops.cc for the exact contracts. `register` is fusebridge.integrations.mxnet's.
 """
 
 from __future__ import annotations
