@@ -187,8 +187,8 @@ class _Writer:
 def save_mxnet(model: ir.Model, prefix: str | os.PathLike) -> tuple[Path, Path]:
     """Writes `prefix-symbol.json` and `prefix-0000.params`: the MXNet model `model` was loaded
     from, with GRUs and inference dropouts as fusebridge ops, and the parameters `model` holds.
-    Load them in MXNet after fusebridge.integrations.mxnet.register(). Returns the two
-    paths."""
+    Load them in MXNet after fusebridge.integrations.mxnet.register(), e.g.
+    mx.gluon.SymbolBlock.imports (docs/mxnet.md). Returns the two paths."""
     text = model.metadata_props.get(SYMBOL_KEY)
     if text is None:
         raise ArgumentError(

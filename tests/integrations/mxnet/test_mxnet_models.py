@@ -501,18 +501,25 @@ def test_save_mxnet_undoes_what_the_loader_made_of_a_parameter(tmp_path):
         assert saved[name].shape == array.shape
 
 
+def _saved_with_our_ops(tmp_path: Path, name: str) -> tuple[ir.Model, Path, Path]:
+    """register() (our ops in the running MXNet), then the fixture as fb.load reads it and the
+    two files save_mxnet writes of it."""
+    from fusebridge.integrations.mxnet import register
+
+    register()
+    model = fb.load(_path(name))
+    return (model, *fb.save_mxnet(model, tmp_path / name))
+
+
 @pytest.mark.mxnet
 @pytest.mark.parametrize("name", ["gru_tagger", "gru_tagger_fixed", "mlp_dropout"])
 def test_saved_model_runs_in_mxnet_with_our_ops(tmp_path, name):
     """The fused symbol in MXNet (our ops registered) equals fusebridge's Session, and for the
     tagger with unequal lengths also MXNet's original model run one sentence at a time."""
     mx = pytest.importorskip("mxnet")
-    from fusebridge.integrations.mxnet import register
     from fusebridge.integrations.mxnet.mxnet_runtime import input_names, run_mxnet_per_sentence
 
-    register()
-    model = fb.load(_path(name))
-    symbol_path, params_path = fb.save_mxnet(model, tmp_path / name)
+    model, symbol_path, params_path = _saved_with_our_ops(tmp_path, name)
     inputs = _inputs(name, seed=5)
     feeds = dict(zip(input_names(FIXTURES / name), inputs))
     sym = mx.sym.load(str(symbol_path))
@@ -531,6 +538,51 @@ def test_saved_model_runs_in_mxnet_with_our_ops(tmp_path, name):
         for n, alone in enumerate(run_mxnet_per_sentence(FIXTURES / name, ids, lengths)):
             steps = int(lengths[n])
             np.testing.assert_allclose(theirs[n, :steps], alone[:steps], rtol=1e-5, atol=1e-5)
+
+
+def _gluon_imports(tmp_path: Path, name: str) -> tuple[ir.Model, object]:
+    """The model and its saved fused files loaded as MXNet users load models:
+    SymbolBlock.imports (after register())."""
+    mx = pytest.importorskip("mxnet")
+    from fusebridge.integrations.mxnet.mxnet_runtime import input_names
+
+    model, symbol_path, params_path = _saved_with_our_ops(tmp_path, name)
+    names = input_names(FIXTURES / name)
+    return model, mx.gluon.SymbolBlock.imports(str(symbol_path), names, str(params_path))
+
+
+@pytest.mark.mxnet
+@pytest.mark.parametrize("name", ["gru_tagger", "gru_tagger_fixed", "mlp_dropout"])
+def test_saved_model_runs_through_gluon_symbol_block_imports(tmp_path, name):
+    """SymbolBlock.imports + net(x), as parameters come (grad_req 'write') and with every
+    grad_req 'null': equal to fusebridge's Session and, where MXNet itself is right (equal
+    lengths), to the original model in MXNet."""
+    mx = pytest.importorskip("mxnet")
+    from fusebridge.integrations.mxnet.mxnet_runtime import input_names, run_mxnet
+
+    model, net = _gluon_imports(tmp_path, name)
+    inputs = _inputs(name, seed=6)
+    theirs = net(*map(mx.nd.array, inputs)).asnumpy()
+    np.testing.assert_allclose(theirs, _run(model, inputs)[0], rtol=1e-5, atol=1e-6)
+    if name != "gru_tagger":
+        feeds = dict(zip(input_names(FIXTURES / name), inputs))
+        np.testing.assert_allclose(theirs, run_mxnet(FIXTURES / name, feeds)[0], atol=1e-5)
+    net.collect_params().setattr("grad_req", "null")
+    np.testing.assert_array_equal(net(*map(mx.nd.array, inputs)).asnumpy(), theirs)
+
+
+@pytest.mark.mxnet
+def test_gluon_backward_through_the_fused_gru_is_a_clear_error(tmp_path):
+    """Recording works; only the backward, which needs the GRU's gradient, fails, and says why."""
+    mx = pytest.importorskip("mxnet")
+    model, net = _gluon_imports(tmp_path, "gru_tagger_fixed")
+    (ids,) = _inputs("gru_tagger_fixed", seed=7)
+    with mx.autograd.record():
+        y = net(mx.nd.array(ids))
+    np.testing.assert_allclose(y.asnumpy(), _run(model, [ids])[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(mx.base.MXNetError, match="fusebridge_fusion_gru has no backward yet"):
+        y.backward()
+        mx.nd.waitall()
 
 
 @pytest.mark.mxnet

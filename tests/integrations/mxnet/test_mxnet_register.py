@@ -1,5 +1,6 @@
 """fusebridge's native MXNet ops (register()): the same bits and values as fusebridge.kernels,
-through nd, autograd and bound symbols, and clear MXNet errors for bad input."""
+through nd, autograd and bound symbols, and clear MXNet errors for bad input and for the GRU's
+gradient."""
 
 import os
 import subprocess
@@ -260,6 +261,27 @@ def test_fusion_gru_bad_input_raises():
         assert message in error_text(call)
     # The op still works after all of that.
     assert gru_call(good)() is not None
+
+
+def test_fusion_gru_gradient_is_refused_only_when_computed():
+    """A backward is registered (so that graphs which could differentiate the GRU build), and
+    it raises when a gradient is computed, in autograd and in a bound symbol."""
+    x, w = gru_inputs(np.random.default_rng(8), "tnc", 1, oc=6)
+    args = [x, np.array([6, 2, 0, 5], np.float32), w["wx"], w["wh"], w["bias"], w["bias_h"]]
+    arrays = list(map(nd, args))
+    arrays[0].attach_grad()
+    with mx.autograd.record():
+        y = mx.nd.fusebridge_fusion_gru(*arrays)
+    assert y.shape == (6, 4, 6)
+    text = error_text(lambda: (y.backward(), arrays[0].grad.asnumpy()))
+    assert "fusebridge_fusion_gru has no backward yet" in text
+    names = ["x", "seq_lens", "wx", "wh", "bias", "bias_h"]
+    sym = mx.sym.fusebridge_fusion_gru(*map(mx.sym.var, names))
+    ex = sym.bind(mx.cpu(), dict(zip(names, arrays)), args_grad={"x": mx.nd.zeros(x.shape)})
+    ex.forward(is_train=True)
+    assert "fusebridge_fusion_gru has no backward yet" in error_text(
+        lambda: ex.backward([mx.nd.ones(y.shape)])
+    )
 
 
 # ---------------------------------------------------------------- register()
