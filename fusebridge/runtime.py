@@ -2,6 +2,8 @@
 become ONNX Runtime sessions (built once, reused every run), fusebridge nodes call the compiled
 kernels with weights packed once, Identity nodes are aliases. Arrays pass between steps as
 they are (ONNX Runtime takes contiguous numpy inputs and returns outputs without copies).
+What run() returns belongs to the caller, as ONNX Runtime's results do: no later run writes
+into it, and it shares no memory with a feed, the Session's initializers or another result.
 
 backend="reference" runs the whole model on onnx.reference with the NumPy oracle of our ops."""
 
@@ -100,6 +102,22 @@ def _kind(node: ir.Node) -> str:
     )
 
 
+def _handed_out(groups: list[list[ir.Node]], graph: ir.Graph) -> set[str]:
+    """The names of the values whose arrays a run of `graph` may hand out: its outputs and,
+    walking back, every input of a step that may return an input as its output. Identity steps
+    do; If and Loop steps do (a branch may return a value from around it, a Loop that runs zero
+    times its initial values); so may our kernels (an inference Dropout of scale 1 returns its
+    input; counting every kernel keeps this true for ops added later, at the price of buffer
+    reuse for a kernel that only feeds another kernel's graph output). ONNX Runtime returns
+    arrays it allocated in that run, never a feed, an initializer or another output's."""
+    out = {v.name for v in graph.outputs}
+    for group in reversed(groups):  # a topological order: every reader before its producer
+        node = group[0]
+        if _kind(node) != "onnx" and any(v.name in out for v in node.outputs):
+            out.update(v.name for v in [*node.inputs, *_captured(node)] if v is not None)
+    return out
+
+
 def _schedule(nodes: Sequence[ir.Node]) -> list[list[ir.Node]]:
     """Nodes in a topological order that keeps ONNX nodes together as long as it can, cut into
     runs of one kind. A run of consecutive nodes of a topological order is executable as one
@@ -165,10 +183,24 @@ class _Program:
                 if v.const_value is not None
             },
         }
-        self.steps = [self._step(group) for group in _schedule(list(graph))]
+        # An initializer that is itself an output (no step makes it) enters env at each run.
+        self._constant_outputs = {
+            v.name: self._constants[v.name] for v in graph.outputs if v.name in self._constants
+        }
+        groups = _schedule(list(graph))
+        self.handed_out = _handed_out(groups, graph)
+        self._bodies: list[_Program] = []  # the If branches and Loop bodies of control steps
+        self.steps = [self._step(group) for group in groups]
+
+    def kept(self) -> list[np.ndarray]:
+        """The arrays that outlive a run and that a run may hand out: the initializers among
+        handed_out, here and in the bodies of control steps."""
+        own = [a for name, a in self._constants.items() if name in self.handed_out]
+        return own + [a for body in self._bodies for a in body.kept()]
 
     def run(self, env: dict[str, np.ndarray], profile: dict[str, float] | None = None) -> None:
         """Runs every step, adding each one's outputs to env."""
+        env.update(self._constant_outputs)
         for step in self.steps:
             start = time.perf_counter() if profile is not None else 0.0
             try:
@@ -196,7 +228,9 @@ class _Program:
                 for i, v in enumerate(node.inputs)
                 if v is not None and v.name in self._constants
             }
-            reuse = not any(v.is_graph_output() for v in node.outputs)
+            # A kernel may write each run into the buffer of the last only when no run hands
+            # that buffer out: the caller would see its result change with the next run.
+            reuse = not any(v.name in self.handed_out for v in node.outputs)
             run = prepare(node, consts, reuse)
             names = [v.name if v is not None else "" for v in node.inputs]
             outputs = [v.name for v in node.outputs]
@@ -271,6 +305,7 @@ class _Program:
                 _Program(node.attributes[b].value, self._constants)
                 for b in ("then_branch", "else_branch")
             ]
+            self._bodies += branches
 
             def run_if(xs: list[np.ndarray]) -> list[np.ndarray]:
                 env = dict(zip(captured, xs[given:]))
@@ -280,6 +315,7 @@ class _Program:
 
             return _Step("control", label, names, [v.name for v in node.outputs], run_if, fixed)
         body = _Program(node.attributes["body"].value, self._constants)
+        self._bodies.append(body)
         carried = given - 2
         scan_values = body.graph.outputs[1 + carried :]
 
@@ -345,6 +381,8 @@ class Session:
             ShapeInferencePass()(model)
             graph = model.graph
         self._program = _Program(graph, {})
+        self._fed_out = [n for n in self._graph_inputs if n in self._program.handed_out]
+        self._kept = self._program.kept()
 
     @staticmethod
     def _logical(names: Sequence[str]) -> list[str]:
@@ -447,18 +485,39 @@ class Session:
         feeds = self._rng_feeds(feeds, rng)
         env = self._flatten_feeds(feeds)
         if self.backend == "reference":
-            results = self._evaluator.run(None, env)
-            env.update(zip(self._graph_outputs, results))
+            # onnx.reference's ops may return their inputs or its initializers (a Loop that
+            # runs zero times); the oracle is slow by design, so a copy of each result is free.
+            results = [np.array(r, copy=True) for r in self._evaluator.run(None, env)]
+            owned = dict(zip(self._graph_outputs, results))
         else:
             self._program.run(env, profile)
+            owned = self._hand_out(env)
         fed = {id(v.offsets) for v in feeds.values() if isinstance(v, LoDTensor)}
         out = {}
         for name in self.output_names:
             offsets = fir.offsets_name(name)
             if offsets not in self._graph_outputs:
-                out[name] = env[name]
-            elif id(env[offsets]) in fed:  # a feed's offsets, checked when it was made
-                out[name] = LoDTensor._checked_already(env[name], env[offsets])
+                out[name] = owned[name]
+            elif id(env.get(offsets)) in fed:  # a feed's offsets, checked when it was made
+                out[name] = LoDTensor._checked_already(owned[name], owned[offsets])
             else:  # computed in the graph (lod_reset): checked here
-                out[name] = LoDTensor(env[name], offsets=env[offsets])
+                out[name] = LoDTensor(owned[name], offsets=owned[offsets])
         return out
+
+    def _hand_out(self, env: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The graph outputs as arrays the caller owns. Most were allocated by this run and go
+        out as they are; one is copied only when it may share memory with a feed (the caller
+        keeps it), an array the Session keeps between runs (an initializer), or an output
+        already handed out (a value and its Identity). Only the feeds and initializers that
+        _handed_out found on a path to an output are looked at, so this is a few bounds checks.
+        Kernel buffers reused across runs never get here: their steps allocate when their
+        output is handed out (_Program._step)."""
+        guarded = [env[n] for n in self._fed_out] + self._kept
+        owned = {}
+        for name in self._graph_outputs:
+            a = env[name]
+            if any(np.may_share_memory(a, g) for g in guarded):
+                a = a.copy()
+            guarded.append(a)
+            owned[name] = a
+        return owned

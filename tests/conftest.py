@@ -33,3 +33,26 @@ def threads():
     before = kernels.get_num_threads()
     yield kernels.set_num_threads
     kernels.set_num_threads(before)
+
+
+@pytest.fixture
+def kernel_outputs(monkeypatch):
+    """The first output of every kernel step that Sessions created from now on run, in order
+    (fusebridge.op_kernels.prepare spied on)."""
+    from fusebridge import op_kernels
+
+    made = []
+    prepare = op_kernels.prepare
+
+    def spy(node, constants, reuse_output):
+        run = prepare(node, constants, reuse_output)
+
+        def run_and_record(inputs):
+            outs = run(inputs)
+            made.append(outs[0])
+            return outs
+
+        return run_and_record
+
+    monkeypatch.setattr("fusebridge.runtime.prepare", spy)
+    return made

@@ -22,7 +22,7 @@ import numpy as np
 from fusebridge.integrations.paddle.legacy import import_paddle, legacy_static
 
 POOL_TYPES = ("sum", "average", "sqrt", "max", "last", "first")
-TAGGER_HEADS = ("crf", "softmax")
+TAGGER_HEADS = ("crf", "softmax", "features")
 
 # The names save_model writes; the runtimes look for them.
 COMBINED_MODEL = "inference.pdmodel"
@@ -172,7 +172,9 @@ def build_tagger(
     seed: int = 0,
 ) -> PaddleModel:
     """Paddle's LAC tagger. Feed `words` int64 [words, 1] LoD; fetch the decoded tags int64
-    [words, 1] (head "crf") or the tag probabilities float32 [words, num_tags] ("softmax")."""
+    [words, 1] (head "crf"), the tag probabilities float32 [words, num_tags] ("softmax"), or
+    the last BiGRU layer's output [words, 2*hidden] through scale(1.0) ("features": how a
+    tagger that hands its features on fetches them)."""
     if head not in TAGGER_HEADS:
         raise ValueError(f"head must be one of {TAGGER_HEADS}, got {head!r}")
 
@@ -193,6 +195,10 @@ def build_tagger(
             x = b.var(f"{b.prefix('concat')}.tmp_0", lod_level=1)
             b.op("concat", {"X": [fwd, bwd]}, {"Out": [x]}, {"axis": 1})
             width = 2 * hidden
+        if head == "features":
+            features = b.var(f"{b.prefix('scale')}.tmp_0", lod_level=1)
+            b.op("scale", {"X": [x]}, {"Out": [features]}, {"scale": 1.0, "bias": 0.0})
+            return features
         emission = b.fc(x, width, num_tags, 1)
         if head == "softmax":
             return b.softmax(emission, 1)

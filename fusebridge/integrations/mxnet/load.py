@@ -17,7 +17,7 @@ from fusebridge import ir as fir
 from fusebridge.errors import ArgumentError, ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.graph_builder import GraphBuilder
 from fusebridge.integrations.mxnet.params import read_params
-from fusebridge.integrations.mxnet.save import PARAMS_KEY, SYMBOL_KEY
+from fusebridge.integrations.mxnet.save import SYMBOL_KEY
 from fusebridge.integrations.mxnet.symbol import (
     MXNode,
     MXSymbol,
@@ -195,8 +195,7 @@ def load_mxnet(path: str | os.PathLike, params: str | os.PathLike | None = None)
     params_path = Path(params) if params is not None else find_params(p)
     arrays = read_params(params_path) if params_path is not None else {}
     model = SymbolConverter(read_symbol(p), arrays, os.fspath(p)).convert()
-    # The MXNet graph itself, for save_mxnet (which writes it back with our ops in it).
+    # The MXNet graph itself, for save_mxnet (which writes it back with our ops in it, and the
+    # parameters from the model's initializers).
     model.metadata_props[SYMBOL_KEY] = p.read_text()
-    if params_path is not None:
-        model.metadata_props[PARAMS_KEY] = os.fspath(params_path.resolve())
     return model

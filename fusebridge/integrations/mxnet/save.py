@@ -1,5 +1,5 @@
 """`save_mxnet(model, prefix)`: the MXNet model a fusebridge model was loaded from, written back
-with its fused parts as fusebridge's native MXNet ops (register.py), so that it runs in MXNet.
+with its fused parts as fusebridge's native MXNet ops (op_library.py), so that it runs in MXNet.
 
 MXNet symbols carry no shapes and take static shape attributes, so the rank-agnostic standard
 ops of the IR have no faithful MXNet form: the writer starts from the model's own MXNet graph
@@ -7,7 +7,8 @@ ops of the IR have no faithful MXNet form: the writer starts from the model's ow
 - each `RNN(mode='gru')` by one `fusebridge_fusion_gru` per layer (tnc, the model's canonical
   weights of that layer, sequence lengths honoured: MXNet's oneDNN GRU ignores them);
 - each inference-mode `Dropout` by `fusebridge_dropout(is_test=True)`.
-The rest of the graph and its parameters stay as they were."""
+The rest of the graph stays as it was; every parameter written is the model's own initializer
+(the one the loader made of it), never an array read from a file."""
 
 from __future__ import annotations
 
@@ -19,11 +20,16 @@ import numpy as np
 import onnx_ir as ir
 
 from fusebridge.errors import ArgumentError, UnsupportedOpError
-from fusebridge.integrations.mxnet.params import read_params_with_kind, write_params
+from fusebridge.integrations.mxnet.params import write_params
 from fusebridge.integrations.mxnet.symbol import parse_bool, parse_int, parse_str
 
 SYMBOL_KEY = "fusebridge.mxnet.symbol"
-PARAMS_KEY = "fusebridge.mxnet.params"
+# Parameters the loader keeps only in another form (op_converters.py): (op, input slot) -> the
+# initializer it made of the parameter (named after the op's node) and how to undo that.
+_CONVERTED = {
+    ("FullyConnected", 1): ("weight_t", np.transpose),
+    ("LeakyReLU", 1): ("gamma", np.ravel),  # prelu's [C] as [C, 1]
+}
 
 
 class _Writer:
@@ -42,6 +48,26 @@ class _Writer:
     def variable(self, name: str, array: np.ndarray) -> list[int]:
         self.params[name] = array
         return [self.add({"op": "null", "name": name, "inputs": []}), 0, 0]
+
+    def parameter(self, name: str) -> np.ndarray:
+        """MXNet parameter `name` from the model's initializers: under its own name, or undone
+        from the form a converter made of it (_CONVERTED)."""
+        made = [(name, None)]
+        for node in self.source["nodes"]:
+            for slot, entry in enumerate(node["inputs"]):
+                converted = _CONVERTED.get((node["op"], slot))
+                if converted and self.source["nodes"][entry[0]]["name"] == name:
+                    made.append((f"{node['name']}/{converted[0]}", converted[1]))
+        for initializer, undo in made:
+            value = self.initializers.get(initializer)
+            if value is not None and value.const_value is not None:
+                array = value.const_value.numpy()
+                return array if undo is None else undo(array)
+        raise UnsupportedOpError(
+            f"save_mxnet: MXNet parameter {name!r}: the model has no initializer "
+            f"{' or '.join(repr(i) for i, _ in made)} (a pass rewrote it); save the model as "
+            "fb.load returned it"
+        )
 
     def inputs(self, node: dict) -> list[list[int]]:
         return [self.new_entry(e) for e in node["inputs"]]
@@ -160,17 +186,16 @@ class _Writer:
 
 def save_mxnet(model: ir.Model, prefix: str | os.PathLike) -> tuple[Path, Path]:
     """Writes `prefix-symbol.json` and `prefix-0000.params`: the MXNet model `model` was loaded
-    from, with GRUs and inference dropouts as fusebridge ops. Load them in MXNet after
-    fusebridge.integrations.mxnet.register(). Returns the two paths."""
+    from, with GRUs and inference dropouts as fusebridge ops, and the parameters `model` holds.
+    Load them in MXNet after fusebridge.integrations.mxnet.register(), e.g.
+    mx.gluon.SymbolBlock.imports (docs/mxnet.md). Returns the two paths."""
     text = model.metadata_props.get(SYMBOL_KEY)
-    params_path = model.metadata_props.get(PARAMS_KEY)
     if text is None:
         raise ArgumentError(
             "save_mxnet: the model was not loaded from an MXNet symbol file (fb.load of "
             "prefix-symbol.json keeps the MXNet graph it writes back)"
         )
     source = json.loads(text)
-    params = read_params_with_kind(params_path) if params_path else {}
     writer = _Writer(source, model)
     for index, node in enumerate(source["nodes"]):
         if node["op"] == "null":
@@ -188,9 +213,13 @@ def save_mxnet(model: ir.Model, prefix: str | os.PathLike) -> tuple[Path, Path]:
         "heads": heads,
         "attrs": source.get("attrs", {}),
     }
-    names = {n["name"] for n in nodes if n["op"] == "null"}
-    arrays = {k: v for k, v in params.items() if k in names}
-    arrays.update({k: ("arg", v) for k, v in writer.params.items()})
+    # Variables that are not graph inputs of the model are parameters; the MXNet ops fusebridge
+    # converts keep no auxiliary states, so every one is an "arg:".
+    data = {v.name for v in model.graph.inputs}
+    arrays = {}
+    for name in (n["name"] for n in nodes if n["op"] == "null" and n["name"] not in data):
+        array = writer.params[name] if name in writer.params else writer.parameter(name)
+        arrays[name] = ("arg", array)
     base = Path(prefix)
     base.parent.mkdir(parents=True, exist_ok=True)
     symbol_path = base.with_name(base.name + "-symbol.json")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 
@@ -420,6 +421,96 @@ def test_save_mxnet_writes_readable_files(tmp_path):
         fb.save_mxnet(fb.load(FIXTURES.parents[0] / "onnx" / "torch_gru.onnx"), tmp_path / "x")
 
 
+def test_save_mxnet_writes_the_models_own_parameters_and_reads_no_file(tmp_path):
+    """The parameters come from the model's initializers, also where the loader keeps them in
+    another form (FullyConnected's transposed weight); a params path in the metadata, which a
+    crafted model may carry, is not read."""
+    from fusebridge.integrations.mxnet.params import read_params, write_params
+
+    model = fb.load(_path("gru_tagger"))
+    inits = model.graph.initializers
+    names = {
+        "embedding": "gru_tagger_embedding0_weight",
+        "bias": "gru_tagger_dense0_bias",
+        "wh": "gru_tagger_gru0_rnn0/l1/wh",
+    }
+    changed = {}
+    for key, name in names.items():
+        changed[key] = inits[name].const_value.numpy() + 1
+        inits[name].const_value = ir.tensor(changed[key], name=name)
+    (fc,) = [n for n in model.graph if n.op_type == "MatMul"]
+    weight_t = fc.inputs[1].name  # [in, out]: MXNet's weight [out, in] transposed
+    changed["weight"] = inits[weight_t].const_value.numpy().T * 2
+    inits[weight_t].const_value = ir.tensor(np.ascontiguousarray(changed["weight"].T))
+    decoy = tmp_path / "decoy-0000.params"
+    arrays = read_params(FIXTURES / "gru_tagger-0000.params")
+    arrays = {n: np.full_like(a, 7) for n, a in arrays.items()} | {"secret": np.arange(3.0)}
+    write_params(decoy, {n: ("arg", a) for n, a in arrays.items()})
+    model.metadata_props["fusebridge.mxnet.params"] = str(decoy)  # as loads before this fix
+
+    saved = read_params(fb.save_mxnet(model, tmp_path / "fused")[1])
+    np.testing.assert_array_equal(saved[names["embedding"]], changed["embedding"])
+    np.testing.assert_array_equal(saved[names["bias"]], changed["bias"])
+    np.testing.assert_array_equal(saved["gru_tagger_gru0_rnn0_l1_wh"], changed["wh"])
+    np.testing.assert_array_equal(saved["gru_tagger_dense0_weight"], changed["weight"])
+    assert not any(np.all(a == 7) for a in saved.values()) and "secret" not in saved
+    # A parameter that a pass rewrote away is named, not taken from anywhere else.
+    inits.pop(names["bias"])
+    with pytest.raises(fb.UnsupportedOpError, match="parameter 'gru_tagger_dense0_bias'"):
+        fb.save_mxnet(model, tmp_path / "again")
+
+
+def test_save_mxnet_undoes_what_the_loader_made_of_a_parameter(tmp_path):
+    """FullyConnected's weight (kept transposed) and prelu's gamma (kept as [C, 1]) are written
+    back as MXNet holds them."""
+    import json
+
+    from fusebridge.integrations.mxnet.params import read_params, write_params
+
+    def var(name: str) -> dict:
+        return {"op": "null", "name": name, "inputs": []}
+
+    nodes = [var("data"), var("fc_weight"), var("fc_bias"), var("gamma")]
+    nodes.append(
+        {
+            "op": "FullyConnected",
+            "name": "fc",
+            "attrs": {"num_hidden": "3"},
+            "inputs": [[0, 0, 0], [1, 0, 0], [2, 0, 0]],
+        }
+    )
+    nodes.append(
+        {
+            "op": "LeakyReLU",
+            "name": "act",
+            "attrs": {"act_type": "prelu"},
+            "inputs": [[4, 0, 0], [3, 0, 0]],
+        }
+    )
+    symbol = {"nodes": nodes, "arg_nodes": [0, 1, 2, 3], "heads": [[5, 0, 0]]}
+    (tmp_path / "m-symbol.json").write_text(json.dumps(symbol))
+    rng = np.random.default_rng(0)
+    params = {"fc_weight": (3, 4), "fc_bias": (3,), "gamma": (3,)}
+    params = {n: rng.standard_normal(shape).astype(np.float32) for n, shape in params.items()}
+    write_params(tmp_path / "m-0000.params", {n: ("arg", a) for n, a in params.items()})
+
+    saved = read_params(fb.save_mxnet(fb.load(tmp_path / "m-symbol.json"), tmp_path / "out")[1])
+    assert saved.keys() == params.keys()
+    for name, array in params.items():
+        np.testing.assert_array_equal(saved[name], array, err_msg=name)
+        assert saved[name].shape == array.shape
+
+
+def _saved_with_our_ops(tmp_path: Path, name: str) -> tuple[ir.Model, Path, Path]:
+    """register() (our ops in the running MXNet), then the fixture as fb.load reads it and the
+    two files save_mxnet writes of it."""
+    from fusebridge.integrations.mxnet import register
+
+    register()
+    model = fb.load(_path(name))
+    return (model, *fb.save_mxnet(model, tmp_path / name))
+
+
 @pytest.mark.mxnet
 @pytest.mark.parametrize("name", ["gru_tagger", "gru_tagger_fixed", "mlp_dropout"])
 def test_saved_model_runs_in_mxnet_with_our_ops(tmp_path, name):
@@ -427,11 +518,8 @@ def test_saved_model_runs_in_mxnet_with_our_ops(tmp_path, name):
     tagger with unequal lengths also MXNet's original model run one sentence at a time."""
     mx = pytest.importorskip("mxnet")
     from fusebridge.integrations.mxnet.mxnet_runtime import input_names, run_mxnet_per_sentence
-    from fusebridge.integrations.mxnet.register import register
 
-    register()
-    model = fb.load(_path(name))
-    symbol_path, params_path = fb.save_mxnet(model, tmp_path / name)
+    model, symbol_path, params_path = _saved_with_our_ops(tmp_path, name)
     inputs = _inputs(name, seed=5)
     feeds = dict(zip(input_names(FIXTURES / name), inputs))
     sym = mx.sym.load(str(symbol_path))
@@ -450,6 +538,51 @@ def test_saved_model_runs_in_mxnet_with_our_ops(tmp_path, name):
         for n, alone in enumerate(run_mxnet_per_sentence(FIXTURES / name, ids, lengths)):
             steps = int(lengths[n])
             np.testing.assert_allclose(theirs[n, :steps], alone[:steps], rtol=1e-5, atol=1e-5)
+
+
+def _gluon_imports(tmp_path: Path, name: str) -> tuple[ir.Model, object]:
+    """The model and its saved fused files loaded as MXNet users load models:
+    SymbolBlock.imports (after register())."""
+    mx = pytest.importorskip("mxnet")
+    from fusebridge.integrations.mxnet.mxnet_runtime import input_names
+
+    model, symbol_path, params_path = _saved_with_our_ops(tmp_path, name)
+    names = input_names(FIXTURES / name)
+    return model, mx.gluon.SymbolBlock.imports(str(symbol_path), names, str(params_path))
+
+
+@pytest.mark.mxnet
+@pytest.mark.parametrize("name", ["gru_tagger", "gru_tagger_fixed", "mlp_dropout"])
+def test_saved_model_runs_through_gluon_symbol_block_imports(tmp_path, name):
+    """SymbolBlock.imports + net(x), as parameters come (grad_req 'write') and with every
+    grad_req 'null': equal to fusebridge's Session and, where MXNet itself is right (equal
+    lengths), to the original model in MXNet."""
+    mx = pytest.importorskip("mxnet")
+    from fusebridge.integrations.mxnet.mxnet_runtime import input_names, run_mxnet
+
+    model, net = _gluon_imports(tmp_path, name)
+    inputs = _inputs(name, seed=6)
+    theirs = net(*map(mx.nd.array, inputs)).asnumpy()
+    np.testing.assert_allclose(theirs, _run(model, inputs)[0], rtol=1e-5, atol=1e-6)
+    if name != "gru_tagger":
+        feeds = dict(zip(input_names(FIXTURES / name), inputs))
+        np.testing.assert_allclose(theirs, run_mxnet(FIXTURES / name, feeds)[0], atol=1e-5)
+    net.collect_params().setattr("grad_req", "null")
+    np.testing.assert_array_equal(net(*map(mx.nd.array, inputs)).asnumpy(), theirs)
+
+
+@pytest.mark.mxnet
+def test_gluon_backward_through_the_fused_gru_is_a_clear_error(tmp_path):
+    """Recording works; only the backward, which needs the GRU's gradient, fails, and says why."""
+    mx = pytest.importorskip("mxnet")
+    model, net = _gluon_imports(tmp_path, "gru_tagger_fixed")
+    (ids,) = _inputs("gru_tagger_fixed", seed=7)
+    with mx.autograd.record():
+        y = net(mx.nd.array(ids))
+    np.testing.assert_allclose(y.asnumpy(), _run(model, [ids])[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(mx.base.MXNetError, match="fusebridge_fusion_gru has no backward yet"):
+        y.backward()
+        mx.nd.waitall()
 
 
 @pytest.mark.mxnet

@@ -1,5 +1,6 @@
 """fusebridge's native MXNet ops (register()): the same bits and values as fusebridge.kernels,
-through nd, autograd and bound symbols, and clear MXNet errors for bad input."""
+through nd, autograd and bound symbols, and clear MXNet errors for bad input and for the GRU's
+gradient."""
 
 import os
 import subprocess
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.mxnet
 mx = pytest.importorskip("mxnet")
 
 from fusebridge import kernels  # noqa: E402
-from fusebridge.integrations.mxnet.register import LIBRARY_NAME, register  # noqa: E402
+from fusebridge.integrations.mxnet import LIBRARY_NAME, register  # noqa: E402
 
 MXNetError = mx.base.MXNetError
 
@@ -262,6 +263,27 @@ def test_fusion_gru_bad_input_raises():
     assert gru_call(good)() is not None
 
 
+def test_fusion_gru_gradient_is_refused_only_when_computed():
+    """A backward is registered (so that graphs which could differentiate the GRU build), and
+    it raises when a gradient is computed, in autograd and in a bound symbol."""
+    x, w = gru_inputs(np.random.default_rng(8), "tnc", 1, oc=6)
+    args = [x, np.array([6, 2, 0, 5], np.float32), w["wx"], w["wh"], w["bias"], w["bias_h"]]
+    arrays = list(map(nd, args))
+    arrays[0].attach_grad()
+    with mx.autograd.record():
+        y = mx.nd.fusebridge_fusion_gru(*arrays)
+    assert y.shape == (6, 4, 6)
+    text = error_text(lambda: (y.backward(), arrays[0].grad.asnumpy()))
+    assert "fusebridge_fusion_gru has no backward yet" in text
+    names = ["x", "seq_lens", "wx", "wh", "bias", "bias_h"]
+    sym = mx.sym.fusebridge_fusion_gru(*map(mx.sym.var, names))
+    ex = sym.bind(mx.cpu(), dict(zip(names, arrays)), args_grad={"x": mx.nd.zeros(x.shape)})
+    ex.forward(is_train=True)
+    assert "fusebridge_fusion_gru has no backward yet" in error_text(
+        lambda: ex.backward([mx.nd.ones(y.shape)])
+    )
+
+
 # ---------------------------------------------------------------- register()
 
 
@@ -289,7 +311,7 @@ def test_a_new_process_reuses_the_cached_library(library):
     before = library.stat().st_mtime_ns
     proc = run_python(
         f"""
-        from fusebridge.integrations.mxnet.register import register
+        from fusebridge.integrations.mxnet import register
         assert str(register()) == {str(library)!r}
         import mxnet as mx
         print(mx.nd.fusebridge_dropout(mx.nd.ones((2, 3)), seed=1)[1].shape)
@@ -306,7 +328,7 @@ def test_build_failure_raises_execution_error(tmp_path):
     proc = run_python(
         f"""
         from fusebridge.errors import ExecutionError
-        from fusebridge.integrations.mxnet.register import register
+        from fusebridge.integrations.mxnet import register
         try:
             register({str(tmp_path)!r})
         except ExecutionError as exc:

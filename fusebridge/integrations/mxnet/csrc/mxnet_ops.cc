@@ -1,5 +1,5 @@
 // fusebridge's kernels as native MXNet 1.9 operators, through the custom-library interface of
-// lib_api.h (MX_LIBRARY_VERSION 11). register.py compiles this file together with the wheel's
+// lib_api.h (MX_LIBRARY_VERSION 11). op_library.py compiles this file together with the wheel's
 // src/lib_api.cc and the kernel sources of fusebridge/kernels/csrc into one shared library that
 // mx.library.load() registers.
 //
@@ -11,10 +11,11 @@
 //   fusebridge_fusion_gru(x, seq_lens, wx, wh, bias, bias_h[, h0]; direction, layout,
 //                         linear_before_reset, origin_mode, activation, gate_activation,
 //                         has_h0) -> y
-//     fusebridge.kernels.fusion_gru over right-padded input, forward only. Weights are
-//     canonical (gate order update, reset, candidate): wx [D, IC, 3*OC], wh [D, OC, 3*OC],
-//     bias and bias_h [D, 3*OC]; h0 [D, N, OC]. x [T, N, IC] (tnc) or [N, T, IC] (ntc),
-//     y with D*OC columns in x's layout, zero at padding.
+//     fusebridge.kernels.fusion_gru over right-padded input. Weights are canonical (gate
+//     order update, reset, candidate): wx [D, IC, 3*OC], wh [D, OC, 3*OC], bias and bias_h
+//     [D, 3*OC]; h0 [D, N, OC]. x [T, N, IC] (tnc) or [N, T, IC] (ntc), y with D*OC columns
+//     in x's layout, zero at padding. Its backward is registered but refuses to run: see
+//     gru_backward.
 //
 // MXNet passes every attribute as a string. Nothing here may throw across the C interface:
 // each entry point catches, records the message with MX_ERROR_MSG and returns MX_FAIL, which
@@ -596,6 +597,20 @@ MXReturnValue gru_forward(const Attrs& attrs, std::vector<MXTensor>* in,
     });
 }
 
+// MXNet's gradient node of the GRU. Without a registered backward MXNet refuses every graph
+// that might differentiate the op ("non-differentiable because it didn't register FGradient"),
+// and gluon's SymbolBlock builds its backward graph up front, even for inference with every
+// grad_req 'null'. So the GRU has this backward, which MXNet calls only when a gradient is
+// actually computed, and which says so instead of returning a wrong gradient.
+MXReturnValue gru_backward(const Attrs&, std::vector<MXTensor>*, std::vector<MXTensor>*,
+                           const OpResource&) {
+    clear_messages();
+    MX_ERROR_MSG << kGru << " has no backward yet; run the model for inference (outside "
+                 << "autograd.record(), or with no gradient asked of the GRU's inputs), or "
+                 << "train the original model with MXNet's RNN and save_mxnet it again";
+    return MX_FAIL;
+}
+
 }  // namespace
 
 REGISTER_OP(fusebridge_dropout)
@@ -609,7 +624,8 @@ REGISTER_OP(fusebridge_fusion_gru)
     .setParseAttrs(gru_parse)
     .setInferType(gru_type)
     .setInferShape(gru_shape)
-    .setForward(gru_forward, "cpu");
+    .setForward(gru_forward, "cpu")
+    .setBackward(gru_backward, "cpu");
 
 // Called by mx.library.load: picks the instruction set (FUSEBRIDGE_ISA may lower it, as for
 // fusebridge.kernels) and parks OpenBLAS's own thread pool at one thread, as

@@ -6,9 +6,11 @@ and loaded with mx.library.load. It registers
   is_test=False) -> (y, mask)` with backward: the bits of fusebridge.kernels.dropout;
 - `fusebridge_fusion_gru(x, seq_lens, wx, wh, bias, bias_h[, h0], direction='forward',
   layout='tnc', linear_before_reset=False, origin_mode=True, activation='tanh',
-  gate_activation='sigmoid', has_h0=False) -> y`, forward only.
+  gate_activation='sigmoid', has_h0=False) -> y`, for inference: its backward raises an
+  MXNetError when a gradient is computed (registered so that gluon's SymbolBlock, which
+  builds the backward graph up front, takes it).
 
-See csrc/mxnet_ops.cc for the exact contracts.
+See csrc/mxnet_ops.cc for the exact contracts. `register` is fusebridge.integrations.mxnet's.
 """
 
 from __future__ import annotations
