@@ -74,7 +74,7 @@ class Child:
         self.proc.wait()
 
 
-def run(base: str, quick: bool, rounds: int, threads: int) -> str:
+def run(base: str, quick: bool, rounds: int, threads: int, variants: tuple[str, ...]) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp)
         (path / "benchmarks").symlink_to(Path(__file__).resolve().parent)
@@ -84,7 +84,7 @@ def run(base: str, quick: bool, rounds: int, threads: int) -> str:
         rows = []
         try:
             for i, key in enumerate(cases):
-                for variant in VARIANTS:
+                for variant in variants:
                     times = {name: [] for name in children}
                     for _ in range(rounds):
                         for name, child in children.items():
@@ -119,13 +119,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer calls per entry")
     parser.add_argument("--rounds", type=int, default=5, help="turns per case and build")
     parser.add_argument("--threads", type=int, default=2, help="kernel threads in both builds")
+    parser.add_argument(
+        "--variant", action="append", choices=VARIANTS, help="time only these (default: all)"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args.quick, args.threads)
     if not args.base:
         parser.error("--base is required")
-    print(run(args.base, args.quick, args.rounds, args.threads))
+    print(run(args.base, args.quick, args.rounds, args.threads, tuple(args.variant or VARIANTS)))
 
 
 if __name__ == "__main__":

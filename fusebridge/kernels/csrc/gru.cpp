@@ -155,11 +155,13 @@ void GruPrimitive::forward(const float* x, const GruWeightsView& w, const float*
                                                      : pass == 0 ? k_.update_reset
                                                                  : k_.candidate;
                     const int64_t tr = tile_fn.rows, tiles = (rows + tr - 1) / tr;
-                    const int64_t per_dir = tiles * blocks_, items = nd * per_dir;
+                    // Few active rows: two blocks an item (more independent sums), same bits.
+                    const int64_t nb = rows <= tile_fn.pair_rows ? 2 : 1;
+                    const int64_t per_dir = tiles * ((blocks_ + nb - 1) / nb), items = nd * per_dir;
                     const int64_t lo = items * tid / nt, hi = items * (tid + 1) / nt;
                     // Consecutive items share a weight block, so a thread keeps its blocks hot.
                     for (int64_t it = lo; it < hi; ++it) {
-                        const int64_t d = d0 + it / per_dir, block = it % per_dir / tiles;
+                        const int64_t d = d0 + it / per_dir, block = it % per_dir / tiles * nb;
                         const int64_t tile = it % tiles, q = d * words_ + first_[t];
                         const GruStep st{OC,
                                          ocp_,
@@ -174,7 +176,8 @@ void GruPrimitive::forward(const float* x, const GruWeightsView& w, const float*
                                          d_.act,
                                          d_.gate,
                                          d_.origin_mode};
-                        tile_fn.fn(st, tile * tr, std::min(tr, rows - tile * tr), block);
+                        const auto fn = nb == 2 && block + 1 < blocks_ ? tile_fn.pair : tile_fn.fn;
+                        fn(st, tile * tr, std::min(tr, rows - tile * tr), block);
                     }
                     if (nt > 1) {
 #pragma omp barrier

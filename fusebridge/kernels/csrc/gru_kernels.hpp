@@ -42,12 +42,17 @@ struct GruStep {
     bool origin;
 };
 
-// Each tile function computes rows [row0, row0 + nrows) of one block of 16 hidden units;
-// nrows is at most the kernel's rows. A row's arithmetic never depends on nrows or row0.
+// Each tile function computes rows [row0, row0 + nrows) of one block of 16 hidden units
+// (`fn`, nrows <= rows), or of blocks `block` and `block + 1` together (`pair`, nrows <=
+// pair_rows; 0 and null where the ISA has no room for them). A row's arithmetic never depends
+// on nrows, row0 or which of the two ran.
 template <class Args>
 struct GruTile {
+    using Fn = void (*)(const Args& s, int64_t row0, int64_t nrows, int64_t block);
     int rows;
-    void (*fn)(const Args& s, int64_t row0, int64_t nrows, int64_t block);
+    Fn fn;
+    int pair_rows;
+    Fn pair;
 };
 
 struct GruKernels {

@@ -23,11 +23,13 @@ constexpr int VW = 4, kRegs = 16;  // the x86-64 baseline (SSE2)
 // chosen from R: a row's sums then come out the same whether its tile is full or not, so a
 // sentence gets the same bits alone or in any batch. KU partial sums over interleaved k hide
 // part of the FMA latency (2 ports x 4 cycles want 8 independent chains) when few rows are
-// active; R fills the registers left (R*G*KU accumulators, G weight vectors, a broadcast), so
-// large batches reuse each weight vector for many rows.
+// active, as do the several vectors a product takes at once then (subvectors, pair_rows
+// below); R fills the registers left (R*G*KU accumulators, G weight vectors, a broadcast), so
+// large batches reuse each weight vector for many rows. The KU were chosen by
+// benchmarks.gru_builds on both ISAs.
 template <int G>
 struct Tiling {
-    static constexpr int KU = G == 1 ? (kRegs == 32 ? 4 : 3) : 2;
+    static constexpr int KU = kRegs == 32 ? (G == 1 ? 6 : G == 2 ? 3 : 2) : (G == 1 ? 2 : 1);
     static constexpr int MR = std::min(8, (kRegs - G - 1) / (G * KU));
 };
 // The projection has many rows: one sum per output (KU = 1) and tiles of 8 (4) rows give
@@ -123,27 +125,29 @@ static inline V blend(bool origin, V u, V hp, V c) {
     return origin ? c + u * (hp - c) : hp + u * (c - hp);
 }
 
-// acc[i][g] = sum_k a[i][k] * W[k, gate0 + g] over the VW units at `w` (a packed block plus
-// the sub-vector offset). The k loop is the whole of K: no partial sums leave registers. KU
-// partial sums take interleaved k and are added in a fixed order at the end.
-template <int R, int G, int KU>
-static inline void product(const float* const* a, const float* w, int64_t kdim, int gate0,
-                           V (&acc)[R][G]) {
-    V part[KU][R][G];
+// acc[i][c] = sum_k a[i][k] * W[k, column c] for C = G * S vectors: vector c is gate c % G of
+// unit vector c / G, which lies `vstride` floats after the previous one (VW for the sub-vectors
+// of a block, a whole panel for the next block); w points at the first, plus the first gate's
+// offset. The k loop is the whole of K: no partial sums leave registers. KU partial sums take
+// interleaved k and are added in a fixed order at the end.
+template <int R, int G, int S, int KU>
+static inline void product(const float* const* a, const float* w, int64_t kdim, int64_t vstride,
+                           V (&acc)[R][G * S]) {
+    constexpr int C = G * S;
+    V part[KU][R][C];
     for (int u = 0; u < KU; ++u)
         for (int i = 0; i < R; ++i)
-            for (int g = 0; g < G; ++g) part[u][i][g] = V{};
-    w += gate0 * kGruBlock;
+            for (int c = 0; c < C; ++c) part[u][i][c] = V{};
     auto step = [&](int u, int64_t k) {
         const float* wk = w + k * kGruPackStride;
-        V b[G];
-#pragma GCC unroll 3
-        for (int g = 0; g < G; ++g) b[g] = load(wk + g * kGruBlock);
+        V b[C];
+#pragma GCC unroll 6
+        for (int c = 0; c < C; ++c) b[c] = load(wk + (c % G) * kGruBlock + (c / G) * vstride);
 #pragma GCC unroll 8
         for (int i = 0; i < R; ++i) {
             const V ai = splat(a[i][k]);
-#pragma GCC unroll 3
-            for (int g = 0; g < G; ++g) part[u][i][g] += ai * b[g];
+#pragma GCC unroll 6
+            for (int c = 0; c < C; ++c) part[u][i][c] += ai * b[c];
         }
     };
     int64_t k = 0;
@@ -152,45 +156,80 @@ static inline void product(const float* const* a, const float* w, int64_t kdim, 
         for (int u = 0; u < KU; ++u) step(u, k + u);
     for (; k < kdim; ++k) step(0, k);
     for (int i = 0; i < R; ++i)
-        for (int g = 0; g < G; ++g) {
-            V sum = part[0][i][g];
-            for (int u = 1; u < KU; ++u) sum += part[u][i][g];
-            acc[i][g] = sum;
+        for (int c = 0; c < C; ++c) {
+            V sum = part[0][i][c];
+            for (int u = 1; u < KU; ++u) sum += part[u][i][c];
+            acc[i][c] = sum;
         }
 }
 
-// Calls f(j, n, w) for each vector of hidden units in `block` of a matrix packed with K rows: j
-// is its first unit, n the units left in the row from j (the last vector may pass OC), w the
-// packed panel it reads.
-template <class F>
-static inline void for_each_vector(int64_t oc, int64_t k, const float* packed, int64_t block,
-                                   F&& f) {
-    for (int sub = 0; sub < kGruBlock / VW; ++sub) {
-        const int64_t j = block * kGruBlock + sub * VW;
-        if (j >= oc) return;
-        f(j, oc - j, packed + block * k * kGruPackStride + sub * VW);
+// How many of a block's kGruBlock / VW vectors one product takes at once: all that fit in the
+// registers (accumulators, weight vectors, a broadcast). With few rows they are the
+// independent sums that hide the FMA latency (AVX2 and SSE2, where a block is 2 or 4
+// vectors); each output's arithmetic is the same either way.
+template <int R, int G, int KU>
+constexpr int subvectors() {
+    int s = kGruBlock / VW;
+    while (s > 1 && R * G * KU * s + G * s + 1 > kRegs) s /= 2;
+    return s;
+}
+// The most rows for which a tile can take two whole blocks in one product (AVX-512, where a
+// block is one vector; 0 elsewhere): twice the independent sums when few sentences are active.
+constexpr int pair_rows(int g, int ku) {
+    return kGruBlock == VW ? std::min(8, ((kRegs - 1) / 2 - g) / (g * ku)) : 0;
+}
+
+// For NB consecutive blocks from `block` of a matrix packed with K = kdim rows: the products of
+// rows a[0..R) with their G gates from gate0, then epilogue(j, n, acc) per vector of VW hidden
+// units: j its first unit, n the units left in the row from j (the last vector may pass OC),
+// acc[i][g].
+template <int R, int G, int KU, int NB, class Epilogue>
+static inline void block_product(const float* const* a, const float* packed, int64_t kdim,
+                                 int64_t block, int gate0, int64_t oc, Epilogue&& epilogue) {
+    const float* panel = packed + block * kdim * kGruPackStride + gate0 * kGruBlock;
+    auto finish = [&](const auto& acc, int v, int64_t j) {
+        V one[R][G];
+        for (int i = 0; i < R; ++i)
+            for (int g = 0; g < G; ++g) one[i][g] = acc[i][v * G + g];
+        epilogue(j, oc - j, one);
+    };
+    if constexpr (NB == 2) {  // two blocks of one vector each
+        V acc[R][G * 2];
+        product<R, G, 2, KU>(a, panel, kdim, kdim * kGruPackStride, acc);
+        for (int v = 0; v < 2; ++v)
+            if ((block + v) * kGruBlock < oc) finish(acc, v, (block + v) * kGruBlock);
+    } else {
+        constexpr int S = subvectors<R, G, KU>();
+        for (int sub = 0; sub < kGruBlock / VW; sub += S) {
+            V acc[R][G * S];
+            if (block * kGruBlock + sub * VW >= oc) return;
+            product<R, G, S, KU>(a, panel + sub * VW, kdim, VW, acc);
+            for (int v = 0; v < S; ++v) {
+                const int64_t j = block * kGruBlock + (sub + v) * VW;
+                if (j >= oc) return;
+                finish(acc, v, j);
+            }
+        }
     }
 }
 
 template <int R>
 static void project_tile(const GruProjection& p, int64_t row0, int64_t block) {
-    const float* const* a = p.x + row0;
-    for_each_vector(p.oc, p.ic, p.wx, block, [&](int64_t j, int64_t n, const float* w) {
-        V acc[R][3];
-        product<R, 3, 1>(a, w, p.ic, 0, acc);
-        for (int i = 0; i < R; ++i) {
-            float* g = p.g + (row0 + i) * p.g_stride + j;
-            for (int gate = 0; gate < 3; ++gate) store_n(g + gate * p.oc, acc[i][gate], n);
-        }
-    });
+    block_product<R, 3, 1, 1>(p.x + row0, p.wx, p.ic, block, 0, p.oc,
+                           [&](int64_t j, int64_t n, V (&acc)[R][3]) {
+                               for (int i = 0; i < R; ++i) {
+                                   float* g = p.g + (row0 + i) * p.g_stride + j;
+                                   for (int gate = 0; gate < 3; ++gate)
+                                       store_n(g + gate * p.oc, acc[i][gate], n);
+                               }
+                           });
 }
 
-template <int R>
+template <int R, int NB>
 static void lbr_tile(const GruStep& s, int64_t row0, int64_t block) {
     const float* const* a = s.hprev + row0;
-    for_each_vector(s.oc, s.oc, s.wh, block, [&](int64_t j, int64_t n, const float* w) {
-        V acc[R][3];
-        product<R, 3, Tiling<3>::KU>(a, w, s.oc, 0, acc);
+    block_product<R, 3, Tiling<3>::KU, NB>(a, s.wh, s.oc, block, 0, s.oc, [&](int64_t j, int64_t n,
+                                                                           V (&acc)[R][3]) {
         const V bu = load(s.bx + j), br = load(s.bx + s.ocp + j), bc = load(s.bx + 2 * s.ocp + j);
         const V bhc = load(s.bhc + j);
         for (int i = 0; i < R; ++i) {
@@ -203,12 +242,11 @@ static void lbr_tile(const GruStep& s, int64_t row0, int64_t block) {
     });
 }
 
-template <int R>
+template <int R, int NB>
 static void update_reset_tile(const GruStep& s, int64_t row0, int64_t block) {
     const float* const* a = s.hprev + row0;
-    for_each_vector(s.oc, s.oc, s.wh, block, [&](int64_t j, int64_t n, const float* w) {
-        V acc[R][2];
-        product<R, 2, Tiling<2>::KU>(a, w, s.oc, 0, acc);
+    block_product<R, 2, Tiling<2>::KU, NB>(a, s.wh, s.oc, block, 0, s.oc, [&](int64_t j, int64_t n,
+                                                                           V (&acc)[R][2]) {
         const V bu = load(s.bx + j), br = load(s.bx + s.ocp + j);
         for (int i = 0; i < R; ++i) {
             const float* g = s.g[row0 + i];
@@ -220,13 +258,12 @@ static void update_reset_tile(const GruStep& s, int64_t row0, int64_t block) {
     });
 }
 
-template <int R>
+template <int R, int NB>
 static void candidate_tile(const GruStep& s, int64_t row0, int64_t block) {
     const float* a[R];
     for (int i = 0; i < R; ++i) a[i] = s.rh + (row0 + i) * s.ocp;
-    for_each_vector(s.oc, s.oc, s.wh, block, [&](int64_t j, int64_t n, const float* w) {
-        V acc[R][1];
-        product<R, 1, Tiling<1>::KU>(a, w, s.oc, 2, acc);
+    block_product<R, 1, Tiling<1>::KU, NB>(a, s.wh, s.oc, block, 2, s.oc, [&](int64_t j, int64_t n,
+                                                                           V (&acc)[R][1]) {
         const V bc = load(s.bx + 2 * s.ocp + j), bhc = load(s.bhc + j);
         for (int i = 0; i < R; ++i) {
             const float* g = s.g[row0 + i];
@@ -254,17 +291,37 @@ template <int R>
 struct Project {
     static void run(const GruProjection& p, int64_t r0, int64_t b) { project_tile<R>(p, r0, b); }
 };
-template <int R>
+// The step tiles of one pass (G gates): single blocks up to MR rows, block pairs up to
+// pair_rows rows (0: none on this ISA).
+template <int G, template <int, int> class Fn>
+struct StepTiles {
+    template <int R>
+    struct One {
+        static void run(const GruStep& s, int64_t r0, int64_t b) { Fn<R, 1>::run(s, r0, b); }
+    };
+    template <int R>
+    struct Pair {
+        static void run(const GruStep& s, int64_t r0, int64_t b) { Fn<R, 2>::run(s, r0, b); }
+    };
+    static GruTile<GruStep> table() {
+        constexpr int mr = Tiling<G>::MR, pr = pair_rows(G, Tiling<G>::KU);
+        if constexpr (pr > 0)
+            return {mr, dispatch<One, mr, GruStep>, pr, dispatch<Pair, pr, GruStep>};
+        else
+            return {mr, dispatch<One, mr, GruStep>, 0, nullptr};
+    }
+};
+template <int R, int NB>
 struct Lbr {
-    static void run(const GruStep& s, int64_t r0, int64_t b) { lbr_tile<R>(s, r0, b); }
+    static void run(const GruStep& s, int64_t r0, int64_t b) { lbr_tile<R, NB>(s, r0, b); }
 };
-template <int R>
+template <int R, int NB>
 struct UpdateReset {
-    static void run(const GruStep& s, int64_t r0, int64_t b) { update_reset_tile<R>(s, r0, b); }
+    static void run(const GruStep& s, int64_t r0, int64_t b) { update_reset_tile<R, NB>(s, r0, b); }
 };
-template <int R>
+template <int R, int NB>
 struct Candidate {
-    static void run(const GruStep& s, int64_t r0, int64_t b) { candidate_tile<R>(s, r0, b); }
+    static void run(const GruStep& s, int64_t r0, int64_t b) { candidate_tile<R, NB>(s, r0, b); }
 };
 
 static void activate_array(GruAct a, const float* x, float* y, int64_t n) {
@@ -278,12 +335,11 @@ static void activate_array(GruAct a, const float* x, float* y, int64_t n) {
 
 const GruKernels& FB_GRU_KERNELS_FN() {
     using namespace FB_ISA_NS;
-    constexpr int lbr = Tiling<3>::MR, update_reset = Tiling<2>::MR, candidate = Tiling<1>::MR;
     static const GruKernels k{
-        {kProjectRows, dispatch<Project, kProjectRows, GruProjection>},
-        {lbr, dispatch<Lbr, lbr, GruStep>},
-        {update_reset, dispatch<UpdateReset, update_reset, GruStep>},
-        {candidate, dispatch<Candidate, candidate, GruStep>},
+        {kProjectRows, dispatch<Project, kProjectRows, GruProjection>, 0, nullptr},
+        StepTiles<3, Lbr>::table(),
+        StepTiles<2, UpdateReset>::table(),
+        StepTiles<1, Candidate>::table(),
         activate_array};
     return k;
 }
