@@ -73,9 +73,14 @@ def test_fusebridge_isa_caps_the_isas_like_a_narrower_cpu(cap, tmp_path):
     import os
     import subprocess
     import sys
+    from pathlib import Path
 
     code = "from fusebridge import kernels; print(kernels.isa(), *kernels.available_isas())"
-    env = {**os.environ, "FUSEBRIDGE_ISA": cap}
+    import fusebridge
+
+    # The fusebridge under test, also where it is a tree on sys.path rather than an install.
+    path = os.pathsep.join([str(Path(fusebridge.__file__).parents[1]), *sys.path])
+    env = {**os.environ, "FUSEBRIDGE_ISA": cap, "PYTHONPATH": path}
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True
     )
