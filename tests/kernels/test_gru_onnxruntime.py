@@ -19,10 +19,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from gru_impls import impl_fixture  # noqa: F401  (fixture `impl`)
+from gru_impls import _kernel, impl_fixture  # noqa: F401  (fixture `impl`)
 from onnx import TensorProto, helper
-
-from fusebridge import kernels
 
 T, N, IC, H = 6, 4, 5, 3
 LENGTHS = [4, 6, 1, 3]  # unsorted, unequal, shorter than T except one
@@ -175,14 +173,10 @@ def test_nan_propagates_where_onnxruntime_drops_it(where):
     the float64 reference has it (test_gru.py checks every ISA path and activation)."""
     feeds = case(50, "bidirectional", True)
     feeds[where] = np.full_like(feeds[where], np.nan)
-    hidden, last, expected, y_h = run_both(_kernel_impl, feeds, "bidirectional", True)
+    hidden, last, expected, y_h = run_both(_kernel, feeds, "bidirectional", True)
     assert not np.isnan(expected).any()  # ONNX Runtime: finite, the initial state kept
     np.testing.assert_array_equal(y_h, feeds["initial_h"])
     real = np.zeros_like(hidden, bool)
     for n, length in enumerate(LENGTHS):
         real[:length, n] = True
     assert np.isnan(hidden[real]).all() and np.isnan(last).all()
-
-
-def _kernel_impl(*args, **kwargs):
-    return kernels.fusion_gru(*args, return_last=True, **kwargs)

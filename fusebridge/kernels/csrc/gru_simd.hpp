@@ -67,7 +67,7 @@ static inline void store_n(float* p, V v, int64_t n) {
     std::memcpy(p, t, size_t(n) * sizeof(float));
 }
 // Clamps that keep NaN (a comparison with NaN is false, so x passes through): NaN in an input
-// or a weight must reach the output, as in the reference and ONNX Runtime.
+// or a weight must reach the output, as the formulas say (ONNX Runtime's GRU drops it).
 static inline V clamp_above(V x, V hi) { return x > hi ? hi : x; }
 static inline V clamp_below(V x, V lo) { return x < lo ? lo : x; }
 
