@@ -15,7 +15,8 @@ import onnx_ir as ir
 
 from fusebridge import ir as fir
 from fusebridge import kernels
-from fusebridge.errors import ArgumentError
+from fusebridge.errors import ArgumentError, ArgumentTypeError
+from fusebridge.kernels.sequence_layout import as_offsets
 
 Run = Callable[[Sequence[np.ndarray | None]], list[np.ndarray]]
 
@@ -112,8 +113,8 @@ def _dropout(
         out = kernels.dropout(
             x,
             attrs["p"],
-            seed=_scalar(seed),
-            offset=_scalar(offset),
+            seed=_scalar(seed, "seed"),
+            offset=_scalar(offset, "offset"),
             axes=attrs["axes"],
             mode=attrs["mode"],
             return_mask=with_mask,
@@ -136,7 +137,7 @@ def _mask_or_seed(node: ir.Node, mask_slot: int) -> None:
 
 
 def _rng_or_mask(mask: np.ndarray | None, seed: np.ndarray | None) -> dict:
-    return {"mask": mask} if mask is not None else {"seed": _scalar(seed)}
+    return {"mask": mask} if mask is not None else {"seed": _scalar(seed, "seed")}
 
 
 def _dropout_grad(
@@ -149,7 +150,7 @@ def _dropout_grad(
         dx = kernels.dropout_backward(
             dy,
             attrs["p"],
-            offset=_scalar(offset),
+            offset=_scalar(offset, "offset"),
             axes=attrs["axes"],
             mode=attrs["mode"],
             **_rng_or_mask(mask, seed),
@@ -170,7 +171,7 @@ def _softmax_dropout_grad(
             dy,
             attrs["p"],
             x=x,
-            offset=_scalar(offset),
+            offset=_scalar(offset, "offset"),
             axis=attrs["axis"],
             mode=attrs["mode"],
             **_rng_or_mask(mask, seed),
@@ -189,8 +190,16 @@ def _rng_inputs(node: ir.Node, first: int) -> None:
         )
 
 
-def _scalar(a: np.ndarray | None, default: int = 0) -> int:
-    return default if a is None else int(np.asarray(a).reshape(-1)[0])
+def _scalar(a: np.ndarray | None, name: str, default: int = 0) -> int:
+    """The one integer in a seed or offset input (int64 by the schema; a graph may compute it)."""
+    if a is None:
+        return default
+    arr = np.asarray(a)
+    if arr.dtype.kind not in "iu":
+        raise ArgumentTypeError(f"input {name} must be an integer, got {arr.dtype}")
+    if arr.size != 1:
+        raise ArgumentError(f"input {name} must hold one integer, got shape {arr.shape}")
+    return int(arr.reshape(-1)[0])
 
 
 def _matmul_dropout(
@@ -205,8 +214,8 @@ def _matmul_dropout(
             a,
             b,
             attrs["p"],
-            seed=_scalar(seed),
-            offset=_scalar(offset),
+            seed=_scalar(seed, "seed"),
+            offset=_scalar(offset, "offset"),
             bias=bias,
             transpose_a=bool(attrs["transpose_a"]),
             transpose_b=bool(attrs["transpose_b"]),
@@ -230,8 +239,8 @@ def _softmax_dropout(
             x,
             attrs["p"],
             axis=attrs["axis"],
-            seed=_scalar(seed),
-            offset=_scalar(offset),
+            seed=_scalar(seed, "seed"),
+            offset=_scalar(offset, "offset"),
             mode=attrs["mode"],
             return_mask=with_mask,
         )
@@ -274,7 +283,12 @@ def _padded_to_lod(
 ) -> Run:
     def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         padded, offsets = inputs
-        return [kernels.padded_to_lod(padded, np.diff(offsets), attrs["layout"])[0]]
+        # No data array here says how many words the offsets split: their own last entry does
+        # (padded_to_lod checks each length against the padded steps).
+        arr = np.asarray(offsets)
+        words = int(arr[-1]) if arr.ndim == 1 and arr.size and arr.dtype.kind in "iu" else 0
+        lengths = np.diff(as_offsets(arr, "padded_to_lod", words))
+        return [kernels.padded_to_lod(padded, lengths, attrs["layout"])[0]]
 
     return run
 

@@ -8,7 +8,9 @@ import onnx
 from onnx.reference.op_run import OpRun
 
 from fusebridge import ir as fir
+from fusebridge.errors import Error
 from fusebridge.kernels import reference
+from fusebridge.kernels.sequence_layout import as_offsets, as_seq_lens
 from fusebridge.op_kernels import gru_call, inference_dropout_scale
 
 
@@ -17,6 +19,18 @@ class _FusebridgeOp(OpRun):
     same-named standard op too, which are ignored)."""
 
     op_domain = fir.DOMAIN
+
+    def run(self, *args, **kwargs):
+        """OpRun.run, with an error of ours named by the node (OpRun turns a TypeError, so our
+        ArgumentTypeError too, into a TypeError of its own: the original is its cause)."""
+        try:
+            return super().run(*args, **kwargs)
+        except Exception as exc:
+            error = exc.__cause__ if isinstance(exc.__cause__, Error) else exc
+            if not isinstance(error, Error):
+                raise
+            where = f"{fir.DOMAIN}.{type(self).__name__} node {self.onnx_node.name!r}"
+            raise type(error)(f"Session(backend='reference'): {where}: {error}") from error
 
     def attrs(self) -> dict[str, object]:
         given = {a.name: onnx.helper.get_attribute_value(a) for a in self.onnx_node.attribute}
@@ -29,9 +43,20 @@ class _FusebridgeOp(OpRun):
         return values
 
 
+def _lengths_checked(x: np.ndarray, kw: dict) -> None:
+    """reference.gru slices sentences by offsets or seq_lens as given (a length past the padded
+    steps would be cut short silently): checked here as the kernel checks them."""
+    if kw["layout"] == "lod":
+        kw["offsets"] = as_offsets(kw["offsets"], "gru", np.shape(x)[0])
+    elif kw["seq_lens"] is not None and np.ndim(x) == 3:
+        t, n = np.shape(x)[:2] if kw["layout"] == "tnc" else np.shape(x)[1::-1]
+        kw["seq_lens"] = as_seq_lens(kw["seq_lens"], "gru", n, t)
+
+
 class GRU(_FusebridgeOp):
     def _run(self, *inputs, **_):
         (x, wx, wh, bias), kw = gru_call(type(self).__name__, self.attrs(), inputs)
+        _lengths_checked(x, kw)
         hidden, last = reference.gru(x, wx, wh, bias, **kw)
         outs = (hidden.astype(np.float32), last.astype(np.float32))
         return outs[: len(self.onnx_node.output)]

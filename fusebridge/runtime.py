@@ -10,6 +10,7 @@ backend="reference" runs the whole model on onnx.reference with the NumPy oracle
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -22,18 +23,28 @@ from onnx_ir.passes.common import ShapeInferencePass
 from fusebridge import ir as fir
 from fusebridge import kernels
 from fusebridge import random as fbrandom
-from fusebridge.errors import ArgumentError, ArgumentTypeError, ExecutionError
+from fusebridge.errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    Error,
+    ExecutionError,
+    ModelFormatError,
+)
+from fusebridge.kernels.sequence_layout import as_offsets
 from fusebridge.lod_tensor import LoDTensor
 from fusebridge.op_kernels import prepare
+from fusebridge.session_feeds import Dims, FeedSpec, as_feed, check_lengths, check_names
+from fusebridge.session_graph import check_graph, describe, feed_behind, feed_phrase
 
 Feeds = Mapping[str, np.ndarray | LoDTensor]
 
 
 class _Step:
     """One unit of execution: run(args) -> outputs, args read from env by name, except the
-    initializers a step takes, which are bound once here (`constants`, aligned with inputs)."""
+    initializers a step takes, which are bound once here (`constants`, aligned with inputs).
+    `where` starts the message of an error the step raises: its node(s) and the feeds it reads."""
 
-    __slots__ = ("constants", "inputs", "kind", "label", "outputs", "run")
+    __slots__ = ("constants", "inputs", "kind", "label", "outputs", "run", "where")
 
     def __init__(
         self,
@@ -52,6 +63,7 @@ class _Step:
             run,
         )
         self.constants = constants or [None] * len(inputs)
+        self.where = f"Session: {label}"
 
     def args(self, env: dict[str, np.ndarray]) -> list[np.ndarray | None]:
         return [env.get(n) if c is None else c for n, c in zip(self.inputs, self.constants)]
@@ -152,8 +164,41 @@ def _schedule(nodes: Sequence[ir.Node]) -> list[list[ir.Node]]:
     return groups
 
 
-def _truth(value: np.ndarray) -> bool:
-    return bool(np.asarray(value).reshape(-1)[0])
+def _one(value: np.ndarray, what: str) -> object:
+    """The single element of a Loop's or If's scalar input (ONNX allows shape [] or [1])."""
+    flat = np.asarray(value).reshape(-1)
+    if flat.size != 1:
+        raise ArgumentError(f"Session: {what} must hold one value, got shape {np.shape(value)}")
+    return flat[0]
+
+
+def _truth(value: np.ndarray, what: str) -> bool:
+    return bool(_one(value, what))
+
+
+def _body(node: ir.Node, attribute: str) -> ir.Graph:
+    """The If branch or Loop body `attribute` of node (an onnx_ir.Model need not have one)."""
+    attr = node.attributes.get(attribute)
+    if attr is None or attr.type != ir.AttributeType.GRAPH:
+        raise ModelFormatError(f"Session: {describe(node)} has no graph attribute {attribute}")
+    return attr.value
+
+
+def _ort_error(what: str, label: str, group: list[ir.Node], exc: Exception) -> ExecutionError:
+    """ONNX Runtime's exception as ours, naming the partition and, where ONNX Runtime's text
+    names one by its name only ("... node. Name:'x' ..."), the node with its op type."""
+    named = re.search(r"Name:'([^']*)'", str(exc))
+    node = next((n for n in group if named and n.name == named.group(1)), None)
+    at = f", at {describe(node)}" if node is not None else ""
+    return ExecutionError(f"Session: {what} {label}{at}: {exc}")
+
+
+def _outputs_match(node: ir.Node, body_outputs: int, expected: int) -> None:
+    if body_outputs != expected:
+        raise ModelFormatError(
+            f"Session: a body of {describe(node)} has {body_outputs} output(s), expected "
+            f"{expected} for the node's {len(node.outputs)}"
+        )
 
 
 def _stacked(values: list[np.ndarray], output: ir.Value, label: str) -> np.ndarray:
@@ -173,8 +218,14 @@ class _Program:
     """A graph cut into steps once: the main graph, or an If branch or Loop body that a control
     step runs. `constants` holds the initializers in scope (an enclosing graph's too)."""
 
-    def __init__(self, graph: ir.Graph, constants: Mapping[str, np.ndarray]) -> None:
+    def __init__(
+        self,
+        graph: ir.Graph,
+        constants: Mapping[str, np.ndarray],
+        feeds: Mapping[str, ir.Value],
+    ) -> None:
         self.graph = graph
+        self._feeds = feeds  # the Session's graph inputs, for messages that name a feed
         self._constants = {
             **constants,
             **{
@@ -205,10 +256,13 @@ class _Program:
             start = time.perf_counter() if profile is not None else 0.0
             try:
                 results = step.run(step.args(env))
+            except Error as exc:
+                if step.kind != "fusebridge":
+                    raise  # ONNX and control steps, and the steps of bodies, named their node
+                # A kernel's message names its own argument: say which node and feed it was.
+                raise type(exc)(f"{step.where}: {exc}") from exc
             except Exception as exc:
-                if isinstance(exc, (ArgumentError, ArgumentTypeError, ExecutionError)):
-                    raise
-                raise ExecutionError(f"Session: {step.label} failed: {exc}") from exc
+                raise ExecutionError(f"{step.where} failed: {exc}") from exc
             env.update(zip(step.outputs, results))
             if profile is not None:
                 profile[step.label] = profile.get(step.label, 0.0) + time.perf_counter() - start
@@ -217,6 +271,11 @@ class _Program:
         node = group[0]
         kind = _kind(node)
         if kind == "alias":
+            if len(node.inputs) != 1 or node.inputs[0] is None or len(node.outputs) != 1:
+                raise ModelFormatError(
+                    f"Session: {describe(node)} has {len(node.inputs)} input(s) and "
+                    f"{len(node.outputs)} output(s), expected 1 and 1"
+                )
             source = node.inputs[0].name
             fixed = [self._constants.get(source)]  # an Identity of an initializer (lod_reset)
             return _Step(kind, node.name, [source], [node.outputs[0].name], lambda xs: xs, fixed)
@@ -235,8 +294,21 @@ class _Program:
             names = [v.name if v is not None else "" for v in node.inputs]
             outputs = [v.name for v in node.outputs]
             fixed = [consts.get(i) for i in range(len(names))]
-            return _Step(kind, f"{node.op_type} {node.name}", names, outputs, run, fixed)
+            step = _Step(kind, f"{node.op_type} {node.name}", names, outputs, run, fixed)
+            step.where = f"Session: {describe(node)}{self._fed(node)}"
+            return step
         return self._onnx_step(group)
+
+    def _fed(self, node: ir.Node) -> str:
+        """' (lengths is input 'data1' through Cast)': which of node's inputs come straight
+        from a feed, by the names of node's schema."""
+        slots = fir.schema(node.op_type).inputs
+        found = [
+            f"{slot.rstrip('?')} is {phrase}"
+            for slot, v in zip(slots, node.inputs)
+            if (phrase := feed_phrase(v, self._feeds))
+        ]
+        return f" ({', '.join(found)})" if found else ""
 
     def _onnx_step(self, group: list[ir.Node]) -> _Step:
         members = set(group)
@@ -279,17 +351,23 @@ class _Program:
         options.intra_op_num_threads = kernels.get_num_threads()
         # Our OpenMP threads run between ORT calls: ORT's pool must not spin through them.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.log_severity_level = 3
+        # Its errors reach the caller as ExecutionError: logged too, they would print twice.
+        options.log_severity_level = 4
         try:
             sess = ort.InferenceSession(
                 model.SerializeToString(), options, providers=["CPUExecutionProvider"]
             )
         except Exception as exc:  # ONNX Runtime raises its own exception types
-            raise ExecutionError(f"Session: ONNX Runtime refused {label}: {exc}") from exc
+            raise _ort_error("ONNX Runtime refused", label, group, exc) from exc
         in_names, out_names = [v.name for v in inputs], [v.name for v in outputs]
+        fed = [n for n in in_names if n in self._feeds]
+        reads = f" (it reads input(s) {fed})" if fed else ""
 
         def run(xs: list[np.ndarray]) -> list[np.ndarray]:
-            return sess.run(out_names, dict(zip(in_names, xs)))
+            try:
+                return sess.run(out_names, dict(zip(in_names, xs)))
+            except Exception as exc:
+                raise _ort_error("ONNX Runtime failed in", label + reads, group, exc) from exc
 
         return _Step("onnx", label, in_names, out_names, run)
 
@@ -300,28 +378,38 @@ class _Program:
         names = [v.name if v is not None else "" for v in node.inputs] + captured
         fixed = [self._constants.get(n) if n else None for n in names]
         given, label = len(node.inputs), f"{node.op_type} {node.name}"
+        cond = f"the cond of {describe(node)}"
         if node.op_type == "If":
             branches = [
-                _Program(node.attributes[b].value, self._constants)
+                _Program(_body(node, b), self._constants, self._feeds)
                 for b in ("then_branch", "else_branch")
             ]
+            for branch in branches:
+                _outputs_match(node, len(branch.graph.outputs), len(node.outputs))
             self._bodies += branches
 
             def run_if(xs: list[np.ndarray]) -> list[np.ndarray]:
                 env = dict(zip(captured, xs[given:]))
-                branch = branches[0 if _truth(xs[0]) else 1]
+                branch = branches[0 if _truth(xs[0], cond) else 1]
                 branch.run(env)
                 return [env[v.name] for v in branch.graph.outputs]
 
             return _Step("control", label, names, [v.name for v in node.outputs], run_if, fixed)
-        body = _Program(node.attributes["body"].value, self._constants)
+        body = _Program(_body(node, "body"), self._constants, self._feeds)
         self._bodies.append(body)
         carried = given - 2
+        if carried < 0 or len(body.graph.inputs) != given or len(node.outputs) < carried:
+            raise ModelFormatError(
+                f"Session: {describe(node)} has {given} inputs (M, cond, N carried values) and "
+                f"{len(node.outputs)} outputs; its body must take 2 + N inputs, got "
+                f"{len(body.graph.inputs)}"
+            )
+        _outputs_match(node, len(body.graph.outputs), 1 + len(node.outputs))
         scan_values = body.graph.outputs[1 + carried :]
 
         def run_loop(xs: list[np.ndarray]) -> list[np.ndarray]:
-            trips = None if xs[0] is None else int(np.asarray(xs[0]).reshape(-1)[0])
-            going = True if xs[1] is None else _truth(xs[1])
+            trips = None if xs[0] is None else int(_one(xs[0], f"the M of {describe(node)}"))
+            going = True if xs[1] is None else _truth(xs[1], cond)
             state, scans = list(xs[2:given]), [[] for _ in scan_values]
             i = 0
             while going and (trips is None or i < trips):
@@ -330,7 +418,8 @@ class _Program:
                 env.update(zip((v.name for v in body.graph.inputs), feeds))
                 body.run(env)
                 results = [env[v.name] for v in body.graph.outputs]
-                going, state = _truth(results[0]), results[1 : 1 + carried]
+                going = _truth(results[0], f"the cond the body of {describe(node)} returns")
+                state = results[1 : 1 + carried]
                 for scan, value in zip(scans, results[1 + carried :]):
                     scan.append(value)
                 i += 1
@@ -349,29 +438,50 @@ class Session:
     run(feeds) -> {name: array | LoDTensor}.
 
     A LoD input or output `x` is the pair of graph values `x` and `x.offsets`; feed it as
-    LoDTensor(data, lengths=...) and it comes back as a LoDTensor."""
+    LoDTensor(data, lengths=...) and it comes back as a LoDTensor.
+
+    Feeds are numpy arrays of the input's declared dtype (another dtype is cast when numpy
+    calls it same-kind and no value overflows), rank and static dimensions, one size per named
+    dimension across inputs; run() checks all that before it runs anything. Feeds are never
+    written. An input that has an initializer of the same name is a constant, not a feed."""
 
     def __init__(self, model: ir.Model | str | os.PathLike, *, backend: str = "kernels") -> None:
         if isinstance(model, (str, os.PathLike)):
             from fusebridge.integrations import load
 
             model = load(model)
-        if backend not in ("kernels", "reference"):
+        if not isinstance(model, ir.Model):
+            hint = " (onnx_ir.from_proto converts it)" if isinstance(model, onnx.ModelProto) else ""
+            raise ArgumentTypeError(
+                "Session: model must be an onnx_ir.Model or the path of a model file, got "
+                f"{type(model).__name__}{hint}"
+            )
+        if not isinstance(backend, str) or backend not in ("kernels", "reference"):
             raise ArgumentError(
                 f"Session: backend must be 'kernels' or 'reference', got {backend!r}"
             )
         self.backend = backend
         graph = model.graph
-        self._graph_inputs = {v.name: v for v in graph.inputs}
+        check_graph(graph)
+        # An input with an initializer of the same name (ONNX's default value) is a constant
+        # here: feeding it is refused by name rather than silently ignored by our steps.
+        self._constant_inputs = [v.name for v in graph.inputs if v.is_initializer()]
+        self._graph_inputs = {v.name: v for v in graph.inputs if not v.is_initializer()}
+        self._specs = {name: FeedSpec.of(v) for name, v in self._graph_inputs.items()}
         self._graph_outputs = [v.name for v in graph.outputs]
         self.input_names = self._logical(self._graph_inputs)
         self.output_names = self._logical(self._graph_outputs)
+        self._lengths_feeds = self._lengths_of_kernels(graph)
         if backend == "reference":
             from onnx.reference import ReferenceEvaluator
 
             from fusebridge.op_reference import OPS
 
-            self._evaluator = ReferenceEvaluator(ir.serde.serialize_model(model), new_ops=OPS)
+            try:
+                proto = ir.serde.serialize_model(model)
+                self._evaluator = ReferenceEvaluator(proto, new_ops=OPS)
+            except Exception as exc:
+                raise ExecutionError(f"Session: onnx.reference refused the model: {exc}") from exc
             return
         nodes = ir.traversal.RecursiveGraphIterator(model.graph)
         if any(v.dtype is None for n in nodes for v in n.outputs):
@@ -380,7 +490,9 @@ class Session:
             model = ir.from_proto(ir.to_proto(model))
             ShapeInferencePass()(model)
             graph = model.graph
-        self._program = _Program(graph, {})
+        # The inputs of this graph (a copy after inference): feed_behind matches by identity.
+        feeds = {v.name: v for v in graph.inputs if v.name in self._graph_inputs}
+        self._program = _Program(graph, {}, feeds)
         self._fed_out = [n for n in self._graph_inputs if n in self._program.handed_out]
         self._kept = self._program.kept()
 
@@ -392,52 +504,49 @@ class Session:
             if not (n.endswith(fir.OFFSETS_SUFFIX) and n[: -len(fir.OFFSETS_SUFFIX)] in names)
         ]
 
+    def _lengths_of_kernels(self, graph: ir.Graph) -> dict[str, str]:
+        """feed name -> the GRU node that takes it (through Identity or Cast) as seq_lens."""
+        found: dict[str, str] = {}
+        for node in ir.traversal.RecursiveGraphIterator(graph):
+            if node.domain != fir.DOMAIN or node.op_type not in ("GRU", "FusionGRU"):
+                continue
+            layout = node.attributes.get("layout")
+            if layout is None or layout.value == "lod" or len(node.inputs) < 2:
+                continue
+            fed = (
+                None if node.inputs[1] is None else feed_behind(node.inputs[1], self._graph_inputs)
+            )
+            if fed is not None:
+                cast = " (cast to int64)" if "Cast" in fed[1] else ""
+                found.setdefault(fed[0], describe(node) + cast)
+        return found
+
     # -- running ------------------------------------------------------------------------------
     def _flatten_feeds(self, feeds: Feeds) -> dict[str, np.ndarray]:
-        if not isinstance(feeds, Mapping):
-            raise ArgumentTypeError(
-                f"Session.run: feeds must be a dict name -> array, got {type(feeds).__name__}"
-            )
-        unknown = sorted(set(feeds) - set(self.input_names))
-        missing = [n for n in self.input_names if n not in feeds]
-        if unknown or missing:
-            raise ArgumentError(
-                f"Session.run: inputs are {self.input_names}; "
-                + (f"missing {missing}" if missing else "")
-                + ("; " if missing and unknown else "")
-                + (f"unknown {unknown}" if unknown else "")
-            )
-        env = {}
+        check_names(feeds, self.input_names, self._constant_inputs)
+        env: dict[str, np.ndarray] = {}
+        dims: Dims = {}
         for name in self.input_names:
             value = feeds[name]
-            lod = fir.offsets_name(name) in self._graph_inputs
+            offsets = fir.offsets_name(name)
+            lod = offsets in self._graph_inputs
             if lod != isinstance(value, LoDTensor):
                 expected = "a LoDTensor(data, lengths=...)" if lod else "an array, not a LoDTensor"
-                raise ArgumentTypeError(f"Session.run: input {name!r} must be {expected}")
+                raise ArgumentTypeError(
+                    f"Session.run: input {name!r} must be {expected}, got {type(value).__name__}"
+                )
+            label = f"input {name!r}"
             if lod:
-                env[fir.offsets_name(name)] = value.offsets
-                value = value.data
-            env[name] = self._as_input(name, value)
+                data = as_feed(label, value.data, self._specs[name], dims)
+                # A LoDTensor's fields are plain attributes: checked again against its data.
+                split = as_offsets(value.offsets, f"Session.run: {label}", data.shape[0])
+                env[offsets] = as_feed(f"{label} (its offsets)", split, self._specs[offsets], dims)
+                env[name] = data
+            else:
+                env[name] = as_feed(label, value, self._specs[name], dims)
+            if name in self._lengths_feeds:
+                check_lengths(label, env[name], self._lengths_feeds[name])
         return env
-
-    def _as_input(self, name: str, value: object) -> np.ndarray:
-        v = self._graph_inputs[name]
-        arr = np.asarray(value)
-        if v.dtype is not None:
-            want = v.dtype.numpy()
-            if arr.dtype != want:
-                if not np.can_cast(arr.dtype, want, "same_kind"):
-                    raise ArgumentTypeError(
-                        f"Session.run: input {name!r} must be {want}, got {arr.dtype}"
-                    )
-                arr = arr.astype(want)
-        if v.shape is not None and arr.ndim != len(v.shape):
-            raise ArgumentError(
-                f"Session.run: input {name!r} must have {len(v.shape)} dimensions {v.shape}, "
-                f"got shape {arr.shape}"
-            )
-        # np.ascontiguousarray would make a 0-d input (rng_seed) 1-d; 0-d is always contiguous.
-        return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
 
     def _rng_feeds(self, feeds: Feeds, rng: fbrandom.Key | None) -> Feeds:
         """feeds with rng_seed and rng_offset from the key, for a model explicit_rng made."""
@@ -482,12 +591,23 @@ class Session:
         A model with the inputs rng_seed and rng_offset (fuse_passes.explicit_rng) takes them
         from `rng`, a fusebridge.random.Key, and returns the next free offset as
         rng_offset_out: Key(rng.seed, out["rng_offset_out"]) continues the stream."""
+        if profile is not None and not isinstance(profile, dict):
+            raise ArgumentTypeError(
+                f"Session.run: profile must be a dict (label -> seconds), got "
+                f"{type(profile).__name__}"
+            )
         feeds = self._rng_feeds(feeds, rng)
         env = self._flatten_feeds(feeds)
         if self.backend == "reference":
+            try:
+                computed = self._evaluator.run(None, env)
+            except Error:
+                raise  # op_reference names the node
+            except Exception as exc:
+                raise ExecutionError(f"Session: onnx.reference failed: {exc}") from exc
             # onnx.reference's ops may return their inputs or its initializers (a Loop that
             # runs zero times); the oracle is slow by design, so a copy of each result is free.
-            results = [np.array(r, copy=True) for r in self._evaluator.run(None, env)]
+            results = [np.array(r, copy=True) for r in computed]
             owned = dict(zip(self._graph_outputs, results))
         else:
             self._program.run(env, profile)
@@ -501,7 +621,13 @@ class Session:
             elif id(env.get(offsets)) in fed:  # a feed's offsets, checked when it was made
                 out[name] = LoDTensor._checked_already(owned[name], owned[offsets])
             else:  # computed in the graph (lod_reset): checked here
-                out[name] = LoDTensor(owned[name], offsets=owned[offsets])
+                try:
+                    out[name] = LoDTensor(owned[name], offsets=owned[offsets])
+                except Error as exc:
+                    raise ExecutionError(
+                        f"Session: the model's output {name!r} and its offsets {offsets!r} "
+                        f"disagree: {exc}"
+                    ) from exc
         return out
 
     def _hand_out(self, env: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -102,7 +102,7 @@ def test_profile_names_every_step(tagger):
         (
             {"words": fb.LoDTensor(np.zeros(3, np.int64), lengths=[3])},
             fb.ArgumentError,
-            "must have 2 dimensions",
+            r"input 'words' is shaped \[3\] where \[\?, 1\] is declared",
         ),
         ({"words": tagger_feeds()["words"], "x": 1}, fb.ArgumentError, r"unknown \['x'\]"),
         (
