@@ -8,6 +8,7 @@ from fusebridge.kernels.core import (
     isa,
     set_isa,
     set_num_threads,
+    thread_cap,
 )
 from fusebridge.kernels.crf_decoding import crf_decoding
 from fusebridge.kernels.dropout import (
@@ -74,4 +75,5 @@ __all__ = [
     "softmax",
     "softmax_dropout",
     "softmax_dropout_backward",
+    "thread_cap",
 ]

@@ -13,6 +13,12 @@ import numpy as np
 from fusebridge.errors import ArgumentError, ArgumentTypeError
 
 U64_MASK = (1 << 64) - 1
+INT64_MAX = (1 << 63) - 1
+# No buffer larger than this is ever made: 128 TiB is the whole user address space of x86-64
+# and AArch64 Linux with 48-bit virtual addresses, so such a size is a mistake, never a
+# request that could be met. It also keeps every size the compiled core derives from it (bits
+# of a mask, bytes of 8-byte items) far below int64's range.
+MAX_BUFFER_BYTES = 1 << 47
 FLOAT_DTYPES = {
     np.dtype(np.float32): 0,
     np.dtype(np.float64): 1,
@@ -82,13 +88,69 @@ def as_shape(value: object, op: str, name: str, ndim: int | None = None) -> tupl
     return shape
 
 
+def buffer_bytes(shape: Sequence[int], itemsize: int, op: str, what: str) -> int:
+    """Bytes of an array of `shape`, computed with Python ints (no wrap-around), refused when
+    above MAX_BUFFER_BYTES. Zero dimensions do not shrink the bound: numpy refuses
+    np.empty((2**40, 2**40, 0)) as well, and a shape that large is a mistake either way."""
+    extent = math.prod(d for d in shape if d) * itemsize
+    if extent > MAX_BUFFER_BYTES:
+        raise ArgumentError(
+            f"{op}: {what} of shape {tuple(shape)} would take {extent} bytes "
+            f"({itemsize}-byte items), more than any buffer can hold (2**47 bytes)"
+        )
+    return math.prod(shape) * itemsize
+
+
+def new_array(
+    shape: Sequence[int], dtype: np.dtype, op: str, what: str, *, zeros: bool = False
+) -> np.ndarray:
+    """A fresh C-contiguous array (uninitialized, or zeros) whose shape comes from the
+    arguments: its size checked first, and an allocation the process cannot make reported as
+    the op's error."""
+    dtype = np.dtype(dtype)
+    nbytes = buffer_bytes(shape, dtype.itemsize, op, what)
+    try:
+        return np.zeros(shape, dtype) if zeros else np.empty(shape, dtype)
+    except MemoryError:
+        raise ArgumentError(
+            f"{op}: {what} of shape {tuple(shape)} needs {nbytes} bytes, more than this process "
+            "can allocate"
+        ) from None
+
+
+def contiguous(
+    a: np.ndarray, op: str, name: str, dtype: object = None, *, copy: bool = False
+) -> np.ndarray:
+    """`a` as a C-contiguous array of `dtype` (default: its own): `a` itself when it already is
+    one (unless copy), else a copy made by new_array (a broadcast view of a few bytes can stand
+    for terabytes)."""
+    dtype = a.dtype if dtype is None else np.dtype(dtype)
+    if a.flags.c_contiguous and a.dtype == dtype and not copy:
+        return a
+    out = new_array(a.shape, dtype, op, name)
+    np.copyto(out, a, casting="unsafe")
+    return out
+
+
+def check_counter_space(shape: Sequence[int], op: str, what: str) -> None:
+    """The bit contract numbers the elements of a whole tensor (its mask shape) with a 64-bit
+    Philox counter, and the compiled core holds those indices as int64: a tensor, or a shard's
+    global shape, with more elements than that has indices the contract cannot give."""
+    count = math.prod(shape)
+    if count > INT64_MAX:
+        raise ArgumentError(
+            f"{op}: {what} {tuple(shape)} has {count} elements; dropout numbers the elements "
+            "of the whole tensor with a 64-bit counter, so at most 2**63 - 1 of them"
+        )
+
+
 def as_output(
     out: object, shape: tuple[int, ...], dtype: np.dtype, source: np.ndarray, op: str
 ) -> np.ndarray:
     """A fresh C-contiguous array of this shape and dtype, or `out` checked; out may be exactly
     `source` (in place) but must not overlap it otherwise."""
     if out is None:
-        return np.empty(shape, dtype)
+        return new_array(shape, dtype, op, "the output")
     if not isinstance(out, np.ndarray):
         raise ArgumentTypeError(f"{op}: out must be a numpy array, got {type(out).__name__}")
     if out.shape != tuple(shape) or out.dtype != dtype:

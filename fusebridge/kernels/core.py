@@ -7,9 +7,10 @@ import importlib
 import os
 from pathlib import Path
 
+import numpy as np
 import scipy_openblas32
 
-from fusebridge.errors import ArgumentError, CoreImportError
+from fusebridge.errors import ArgumentError, ArgumentTypeError, CoreImportError
 
 
 def _load_openblas() -> None:
@@ -88,13 +89,26 @@ def set_isa(name: str) -> None:
     _isa = name
 
 
+def thread_cap() -> int:
+    """The most threads set_num_threads accepts: the cores, or up to 8 times them within 256
+    threads, never above OMP_THREAD_LIMIT (why: csrc/runtime.cpp). OMP_NUM_THREADS above it is
+    lowered to it when the core loads."""
+    return _C.thread_cap()
+
+
 def set_num_threads(n: int) -> None:
     """Threads for every kernel, BLAS included: GEMMs run as row slices on the OpenMP threads,
     each a single-threaded OpenBLAS call, so OpenBLAS's own pool (kept at one thread) never
-    competes with OpenMP for the cores."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ArgumentError(f"set_num_threads: n must be an integer >= 1, got {n!r}")
-    _C.set_num_threads(n)
+    competes with OpenMP for the cores. n lies in [1, thread_cap()]."""
+    op = "set_num_threads"
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise ArgumentTypeError(f"{op}: n must be an integer, got {type(n).__name__} {n!r}")
+    cap = thread_cap()
+    if not 1 <= n <= cap:
+        raise ArgumentError(
+            f"{op}: n must lie in [1, {cap}] (thread_cap() on this machine), got {n}"
+        )
+    _C.set_num_threads(int(n))
 
 
 def get_num_threads() -> int:

@@ -10,6 +10,7 @@ import numpy as np
 
 from fusebridge.errors import ArgumentError, ArgumentTypeError
 from fusebridge.kernels import core
+from fusebridge.kernels.arguments import contiguous, new_array
 from fusebridge.kernels.sequence_layout import as_offsets
 
 OP = "crf_decoding"
@@ -22,7 +23,7 @@ def _matrix(a: object, name: str) -> np.ndarray:
     if arr.ndim != 2:
         raise ArgumentError(f"{OP}: {name} must be 2-D, got shape {arr.shape}")
     # float64 is rounded: the decoding compares in float32, as Paddle's does.
-    return np.ascontiguousarray(arr, np.float32)
+    return contiguous(arr, OP, name, np.float32)
 
 
 def crf_decoding(
@@ -56,7 +57,7 @@ def crf_decoding(
         if label.shape != (words, 1):
             raise ArgumentError(f"{OP}: label must have shape {(words, 1)}, got {label.shape}")
         # Out-of-range uint64 values wrap negative: they match no tag either way.
-        label = np.ascontiguousarray(label, np.int64)
-    path = np.empty((words, 1), np.int64)
+        label = contiguous(label, OP, "label", np.int64)
+    path = new_array((words, 1), np.int64, OP, "path")
     core._C.crf_decoding(emission, transition, offsets, label, path)
     return path

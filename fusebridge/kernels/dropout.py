@@ -4,6 +4,7 @@ element idx of the (whole) mask keeps iff Philox4x32-10 word
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,10 @@ from fusebridge.kernels.arguments import (
     as_probability,
     as_shape,
     as_u64,
+    buffer_bytes,
+    check_counter_space,
+    contiguous,
+    new_array,
     raw_view,
 )
 from fusebridge.kernels.primitive_cache import CACHE
@@ -79,7 +84,10 @@ def _mode(mode: object, op: str) -> str:
 
 
 def _shard(op: str, shape: tuple[int, ...], shard: object) -> tuple[tuple, tuple]:
+    """(global_shape, start) of the block `shape`, checked: inside the whole tensor, whose
+    elements the bit contract's 64-bit counter can number."""
     if shard is None:
+        check_counter_space(shape, op, "the tensor")
         return shape, (0,) * len(shape)
     if not isinstance(shard, Sequence) or len(shard) != 2:
         raise ArgumentTypeError(f"{op}: shard must be (global_shape, start), got {shard!r}")
@@ -92,6 +100,7 @@ def _shard(op: str, shape: tuple[int, ...], shard: object) -> tuple[tuple, tuple
                 f"{s} in a dimension of {g} (shape {shape}, global_shape {global_shape}, "
                 f"start {start})"
             )
+    check_counter_space(global_shape, op, "the shard's global_shape")
     return global_shape, start
 
 
@@ -137,19 +146,25 @@ def dropout_fields(op: str, p: object, mode: object, training: object) -> dict[s
 
 def _primitive(op, shape, dtype, p, mode, training, axes, noise_shape, shard) -> object:
     global_shape, start = _shard(op, shape, shard)
+    mask_shape = _mask_shape(op, global_shape, axes, noise_shape)
+    # The mask shape has 1 where the data may have 0 (a shared axis of an empty tensor), so it
+    # is checked on its own; so is the size of the block's packed mask, which may be made here.
+    check_counter_space(mask_shape, op, "the whole mask shape")
+    local_mask = [1 if m == 1 else n for m, n in zip(mask_shape, shape)]
+    buffer_bytes((-(-math.prod(local_mask) // 8),), 1, op, "the packed mask")
     desc = DropoutDescriptor(
         shape=shape,
         global_shape=global_shape,
         start=start,
-        mask_shape=_mask_shape(op, global_shape, axes, noise_shape),
+        mask_shape=mask_shape,
         dtype=dtype,
         **dropout_fields(op, p, mode, training),
     )
     return CACHE.get(desc, _create)
 
 
-def _contiguous(x: np.ndarray) -> np.ndarray:
-    return x if x.flags.c_contiguous else np.array(x, order="C")
+def _new_mask(prim: object, op: str) -> np.ndarray:
+    return new_array((prim.mask_bytes,), np.uint8, op, "the mask", zeros=True)
 
 
 def dropout(
@@ -172,8 +187,8 @@ def dropout(
     seed, offset = as_u64(seed, op, "seed"), as_u64(offset, op, "offset")
     prim = _primitive(op, x.shape, x.dtype, p, mode, training, axes, noise_shape, shard)
     y = as_output(out, x.shape, x.dtype, x, op)
-    x = _contiguous(x)
-    mask = np.zeros(prim.mask_bytes, np.uint8) if return_mask else None
+    x = contiguous(x, op, "x")
+    mask = _new_mask(prim, op) if return_mask else None
     prim.forward(raw_view(x), raw_view(y), mask, seed, offset)
     return (y, mask) if return_mask else y
 
@@ -201,7 +216,7 @@ def dropout_backward(
         )
     prim = _primitive(op, dy.shape, dy.dtype, p, mode, True, axes, noise_shape, shard)
     dx = as_output(out, dy.shape, dy.dtype, dy, op)
-    dy = _contiguous(dy)
+    dy = contiguous(dy, op, "dy")
     if mask is None:
         prim.forward(
             raw_view(dy), raw_view(dx), None, as_u64(seed, op, "seed"), as_u64(offset, op, "offset")
@@ -217,7 +232,7 @@ def dropout_backward(
             f"{op}: mask must be 1-D with {prim.mask_bytes} bytes for dy of shape "
             f"{dy.shape} and this mask sharing, got shape {mask.shape}"
         )
-    prim.apply_mask(raw_view(dy), raw_view(dx), _contiguous(mask))
+    prim.apply_mask(raw_view(dy), raw_view(dx), contiguous(mask, op, "mask"))
     return dx
 
 
@@ -235,6 +250,6 @@ def dropout_mask(
     seed, offset = as_u64(seed, op, "seed"), as_u64(offset, op, "offset")
     # The mask is all that is made: no data array, float32 only names a descriptor.
     prim = _primitive(op, shape, np.dtype(np.float32), p, "upscale_in_train", True, (), None, shard)
-    mask = np.zeros(prim.mask_bytes, np.uint8)
+    mask = _new_mask(prim, op)
     prim.generate_mask(mask, seed, offset)
     return mask

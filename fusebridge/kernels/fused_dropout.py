@@ -9,6 +9,7 @@ op followed by `dropout` (docs/dropout.md, "The bit contract"). The plain ops, `
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,7 +17,15 @@ import numpy as np
 
 from fusebridge.errors import ArgumentError, ArgumentTypeError
 from fusebridge.kernels import core
-from fusebridge.kernels.arguments import as_flag, as_int, as_output, as_u64
+from fusebridge.kernels.arguments import (
+    as_flag,
+    as_int,
+    as_output,
+    as_u64,
+    buffer_bytes,
+    contiguous,
+    new_array,
+)
 from fusebridge.kernels.dropout import (
     _shard,
     dropout_arguments,
@@ -68,7 +77,7 @@ def _float32(x: object, op: str, name: str) -> np.ndarray:
     arr = np.asarray(x)
     if arr.dtype != F32:
         raise ArgumentTypeError(f"{op}: {name} must be float32, got {arr.dtype}")
-    return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+    return contiguous(arr, op, name)
 
 
 def _axis(axis: object, op: str, ndim: int) -> int:
@@ -114,9 +123,9 @@ def _interned(cls: type, **fields: object) -> object:
     return cls(**fields)
 
 
-def _new_mask(prim: object, want: bool) -> np.ndarray | None:
+def _new_mask(prim: object, want: bool, op: str) -> np.ndarray | None:
     # The primitive zeroes it: threads OR the bytes their ranges share.
-    return np.empty(prim.mask_bytes, np.uint8) if want else None
+    return new_array((prim.mask_bytes,), np.uint8, op, "the mask") if want else None
 
 
 # ---- matmul ---------------------------------------------------------------------------------
@@ -147,16 +156,25 @@ def _geometry(
     a_shape: tuple[int, ...], b_shape: tuple[int, ...], transpose_a: bool, transpose_b: bool
 ) -> tuple | None:
     """_matmul_shapes' answer for valid shapes; None when K differs, () when the batch dims do
-    not broadcast. Cached: np.broadcast_shapes alone costs microseconds per call."""
+    not broadcast. Cached: the shapes of most calls repeat."""
     m, ka = (a_shape[-1], a_shape[-2]) if transpose_a else a_shape[-2:]
     kb, n = (b_shape[-1], b_shape[-2]) if transpose_b else b_shape[-2:]
     if ka != kb:
         return None
-    try:
-        batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
-    except ValueError:
+    batch = _broadcast(a_shape[:-2], b_shape[:-2])
+    if batch is None:
         return ()
     return m, n, ka, (*batch, m, n)
+
+
+def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
+    """np.broadcast_shapes in Python ints (numpy refuses results past its size limit with the
+    same ValueError as shapes that do not broadcast); None when they do not."""
+    rank = max(len(a), len(b))
+    a, b = (1,) * (rank - len(a)) + a, (1,) * (rank - len(b)) + b
+    if any(x != y and 1 not in (x, y) for x, y in zip(a, b)):
+        return None
+    return tuple(y if x == 1 else x for x, y in zip(a, b))
 
 
 def _batch_offsets(shape: tuple[int, ...], batch: tuple[int, ...]) -> list[int]:
@@ -172,7 +190,10 @@ def _create_matmul(desc: MatmulDropoutDescriptor) -> object:
     m = a_shape[-1] if desc.transpose_a else a_shape[-2]
     k = a_shape[-2] if desc.transpose_a else a_shape[-1]
     n = b_shape[-2] if desc.transpose_b else b_shape[-1]
-    batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+    batch = _broadcast(a_shape[:-2], b_shape[:-2])
+    # An empty output has no matrices to compute: no batch offsets either (empty operands may
+    # broadcast to any number of batches).
+    empty = math.prod(batch) * m * n == 0
     return core._C.MatmulDropoutPrimitive(
         m=m,
         n=n,
@@ -180,8 +201,8 @@ def _create_matmul(desc: MatmulDropoutDescriptor) -> object:
         trans_a=desc.transpose_a,
         trans_b=desc.transpose_b,
         bias=desc.bias,
-        a_offsets=_batch_offsets(a_shape, batch),
-        b_offsets=_batch_offsets(b_shape, batch),
+        a_offsets=[] if empty else _batch_offsets(a_shape, batch),
+        b_offsets=[] if empty else _batch_offsets(b_shape, batch),
         a_size=int(np.prod(a_shape, dtype=np.int64)),
         b_size=int(np.prod(b_shape, dtype=np.int64)),
         shape=[*batch, m, n],
@@ -209,6 +230,8 @@ def _matmul_primitive(
         raise ArgumentError(
             f"{op}: a matrix of a {a.shape} @ b {b.shape} exceeds the 32-bit BLAS interface"
         )
+    # Broadcast batches can make the output far larger than either operand.
+    buffer_bytes(shape, F32.itemsize, op, "the output")
     if bias is not None:
         bias = _float32(bias, op, "bias")
         if bias.shape != (n,):
@@ -225,7 +248,13 @@ def _matmul_primitive(
         start=start,
         **dropout_fields(op, p, mode, training),
     )
-    return CACHE.get(desc, _create_matmul), shape, bias
+    try:
+        return CACHE.get(desc, _create_matmul), shape, bias
+    except MemoryError:  # the plan lists each output matrix: broadcasting can make billions
+        raise ArgumentError(
+            f"{op}: the output {shape} of a {a.shape} @ b {b.shape} has more matrices than "
+            "this process can plan"
+        ) from None
 
 
 def matmul_dropout(
@@ -255,7 +284,7 @@ def matmul_dropout(
         op, a, b, bias, transpose_a, transpose_b, p, mode, training, shard
     )
     y = _output(out, shape, op, a, b, *([] if bias is None else [bias]))
-    mask = _new_mask(prim, return_mask)
+    mask = _new_mask(prim, return_mask, op)
     prim.forward(a, b, bias, y, mask, seed, offset)
     return (y, mask) if return_mask else y
 
@@ -411,7 +440,7 @@ def softmax_dropout(
     return_mask = as_flag(return_mask, op, "return_mask")
     prim = _softmax_primitive(op, x.shape, axis, p, mode, training, shard)
     y = as_output(out, x.shape, F32, x, op)
-    mask = _new_mask(prim, return_mask)
+    mask = _new_mask(prim, return_mask, op)
     prim.forward(x, y, mask, seed, offset)
     return (y, mask) if return_mask else y
 

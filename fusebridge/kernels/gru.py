@@ -10,7 +10,7 @@ import numpy as np
 
 from fusebridge.errors import ArgumentError, ArgumentTypeError
 from fusebridge.kernels import core
-from fusebridge.kernels.arguments import as_choice, as_output
+from fusebridge.kernels.arguments import as_choice, as_output, contiguous, new_array
 from fusebridge.kernels.gru_weights import GRUWeights, pack_gru_weights
 from fusebridge.kernels.primitive_cache import CACHE
 from fusebridge.kernels.sequence_layout import as_offsets, as_seq_lens
@@ -78,7 +78,7 @@ def _float32(a: object, name: str) -> np.ndarray:
     arr = np.asarray(a)
     if arr.dtype != np.float32:
         raise ArgumentTypeError(f"fusion_gru: {name} must be float32, got {arr.dtype}")
-    return np.ascontiguousarray(arr)
+    return contiguous(arr, "fusion_gru", name)
 
 
 def fusion_gru(
@@ -153,7 +153,7 @@ def fusion_gru(
     out = as_output(out, x.shape[:-1] + (d * oc,), np.float32, x, op)
     if out is x:
         raise ArgumentError(f"{op}: out must not be x (the recurrence reads x after writing)")
-    last = np.empty((d, n, oc), np.float32) if return_last else None
+    last = new_array((d, n, oc), np.float32, op, "last") if return_last else None
     w = weights
     prim.forward(x, w.wx, w.wh, w.bias_x, w.bias_hc, h0, out, last)
     return (out, last) if return_last else out

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from fusebridge.errors import ArgumentError
-from fusebridge.kernels.arguments import as_float_array, as_int
+from fusebridge.kernels.arguments import as_float_array, as_int, contiguous, new_array
 
 
 def _square_gates(a: object, op: str, name: str) -> tuple[np.ndarray, int]:
@@ -26,7 +26,7 @@ def paddle_weight_h_to_canonical(weight_h: np.ndarray) -> np.ndarray:
     matrix mixes gates from different rows."""
     flat_w, oc = _square_gates(weight_h, "paddle_weight_h_to_canonical", "weight_h")
     flat = flat_w.reshape(-1)
-    wh = np.empty((oc, 3 * oc), flat.dtype)
+    wh = new_array((oc, 3 * oc), flat.dtype, "paddle_weight_h_to_canonical", "wh")
     wh[:, : 2 * oc] = flat[: 2 * oc * oc].reshape(oc, 2 * oc)
     wh[:, 2 * oc :] = flat[2 * oc * oc :].reshape(oc, oc)
     return wh
@@ -35,9 +35,13 @@ def paddle_weight_h_to_canonical(weight_h: np.ndarray) -> np.ndarray:
 def canonical_to_paddle_weight_h(wh: np.ndarray) -> np.ndarray:
     """Plain [OC, 3*OC] -> Paddle's Weight(H) memory, shaped [OC, 3*OC] as Paddle declares it;
     the inverse of paddle_weight_h_to_canonical."""
-    wh, oc = _square_gates(wh, "canonical_to_paddle_weight_h", "wh")
-    flat = np.concatenate([wh[:, : 2 * oc].reshape(-1), wh[:, 2 * oc :].reshape(-1)])
-    return flat.reshape(oc, 3 * oc)
+    op = "canonical_to_paddle_weight_h"
+    wh, oc = _square_gates(wh, op, "wh")
+    out = new_array((oc, 3 * oc), wh.dtype, op, "weight_h")
+    flat = out.reshape(-1)
+    flat[: 2 * oc * oc] = wh[:, : 2 * oc].reshape(-1)
+    flat[2 * oc * oc :] = wh[:, 2 * oc :].reshape(-1)
+    return out
 
 
 def _positive(value: object, op: str, name: str) -> int:
@@ -86,10 +90,10 @@ def mxnet_rnn_params_to_canonical(
     result = []
     w_at, b_at = 0, n_weights  # where the next weight and the next bias start
     for i in inputs:
-        wx = np.empty((dirs, i, 3 * h), params.dtype)
-        wh = np.empty((dirs, h, 3 * h), params.dtype)
-        bias = np.empty((dirs, 3 * h), params.dtype)
-        bias_h = np.empty((dirs, 3 * h), params.dtype)
+        wx = new_array((dirs, i, 3 * h), params.dtype, op, "wx")
+        wh = new_array((dirs, h, 3 * h), params.dtype, op, "wh")
+        bias = new_array((dirs, 3 * h), params.dtype, op, "bias")
+        bias_h = new_array((dirs, 3 * h), params.dtype, op, "bias_h")
         for d in range(dirs):
             wx[d] = block(w_at, (3 * h, i)).T
             w_at += 3 * h * i
@@ -128,7 +132,8 @@ def negate_update_gate(
     def negated(a: np.ndarray | None, name: str) -> np.ndarray | None:
         if a is None:
             return None
-        a = np.array(as_float_array(a, op, name))  # a copy: the caller's array stays as it was
+        # A copy: the caller's array stays as it was.
+        a = contiguous(as_float_array(a, op, name), op, name, copy=True)
         if a.ndim == 0 or a.shape[-1] != 3 * oc:
             raise ArgumentError(
                 f"{op}: {name} must have 3*OC = {3 * oc} columns (OC from wh), got {a.shape}"

@@ -6,6 +6,7 @@ import numpy as np
 
 from fusebridge.errors import ArgumentError
 from fusebridge.kernels import core
+from fusebridge.kernels.arguments import contiguous, new_array
 
 
 def philox4x32(counter: np.ndarray, key: np.ndarray, rounds: int = 10) -> np.ndarray:
@@ -17,7 +18,7 @@ def philox4x32(counter: np.ndarray, key: np.ndarray, rounds: int = 10) -> np.nda
             raise ArgumentError(
                 f"{op}: {name} must be uint32 [..., {width}], got {a.dtype} {a.shape}"
             )
-    if not isinstance(rounds, int) or not 0 <= rounds <= 16:
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 0 <= rounds <= 16:
         raise ArgumentError(f"{op}: rounds must be an integer in [0, 16], got {rounds!r}")
     try:
         lead = np.broadcast_shapes(counter.shape[:-1], key.shape[:-1])
@@ -25,8 +26,10 @@ def philox4x32(counter: np.ndarray, key: np.ndarray, rounds: int = 10) -> np.nda
         raise ArgumentError(
             f"{op}: counter {counter.shape} and key {key.shape} do not broadcast"
         ) from None
-    c = np.ascontiguousarray(np.broadcast_to(counter, (*lead, 4)).reshape(-1, 4), np.uint32)
-    k = np.ascontiguousarray(np.broadcast_to(key, (*lead, 2)).reshape(-1, 2), np.uint32)
-    out = np.empty_like(c)
-    core._C.philox4x32(c, k, out, rounds)
-    return out.reshape(*lead, 4)
+    # Broadcasting two small arrays can ask for a large one: the output is made (its size
+    # checked) before any broadcast view, which numpy itself refuses past 2**63 bytes.
+    out = new_array((*lead, 4), np.uint32, op, "the output")
+    c = contiguous(np.broadcast_to(counter, (*lead, 4)), op, "counter", np.uint32)
+    k = contiguous(np.broadcast_to(key, (*lead, 2)), op, "key", np.uint32)
+    core._C.philox4x32(c.reshape(-1, 4), k.reshape(-1, 2), out.reshape(-1, 4), rounds)
+    return out

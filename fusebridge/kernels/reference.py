@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from fusebridge.errors import ArgumentError
+from fusebridge.kernels.sequence_layout import as_offsets, as_seq_lens
 
 M32 = np.uint64(0xFFFFFFFF)
 
@@ -186,13 +187,14 @@ def gru(
     if layout == "lod":
         if offsets is None:
             raise ArgumentError("gru: layout 'lod' needs offsets")
-        offsets = np.asarray(offsets, np.int64)
+        # The kernels' own checks: offsets that slice past x would be silently wrong here.
+        offsets = as_offsets(offsets, "reference.gru", x.shape[0])
         n = len(offsets) - 1
         sentences = [x[offsets[i] : offsets[i + 1]] for i in range(n)]
         hidden_shape = (x.shape[0],)
     else:
         t_max, n = x.shape[:2] if layout == "tnc" else x.shape[1::-1]
-        lens = np.full(n, t_max) if seq_lens is None else np.asarray(seq_lens, np.int64)
+        lens = as_seq_lens(seq_lens, "reference.gru", n, t_max)
         seq_major = x if layout == "ntc" else x.transpose(1, 0, 2)
         sentences = [seq_major[i, : lens[i]] for i in range(n)]
         hidden_shape = x.shape[:2]
@@ -254,7 +256,7 @@ def crf_decoding(
     x = np.asarray(emission, np.float64)
     trans = np.asarray(transition, np.float64)
     start, end, w = trans[0], trans[1], trans[2:]
-    offsets = np.asarray(offsets, np.int64)
+    offsets = as_offsets(offsets, "reference.crf_decoding", x.shape[0])
     path = np.zeros((x.shape[0], 1), np.int64)
     for s in range(len(offsets) - 1):
         words = x[offsets[s] : offsets[s + 1]]
@@ -280,7 +282,7 @@ def sequence_pool(
     """Each sentence of LoD x [words, ...] pooled into one row of [N, ...] in float64:
     SUM, AVERAGE, SQRT (sum / sqrt(length)), MAX, LAST or FIRST; pad_value for an empty one."""
     x = np.asarray(x, np.float64)
-    offsets = np.asarray(offsets, np.int64)
+    offsets = as_offsets(offsets, "reference.sequence_pool", x.shape[0])
     pool = {
         "SUM": lambda s: s.sum(axis=0),
         "AVERAGE": lambda s: s.sum(axis=0) / len(s),
@@ -302,7 +304,7 @@ def lod_to_padded(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(padded, seq_lens): sentence i's rows copied one by one to steps 0.. of column i."""
     x = np.asarray(x)
-    offsets = np.asarray(offsets, np.int64)
+    offsets = as_offsets(offsets, "reference.lod_to_padded", x.shape[0])
     lens = offsets[1:] - offsets[:-1]
     n, t = len(lens), int(lens.max(initial=0))
     padded = np.zeros((n, t) + x.shape[1:], x.dtype)
@@ -316,7 +318,11 @@ def padded_to_lod(padded: np.ndarray, offsets: np.ndarray, layout: str = "tnc") 
     """The rows of each sentence's real steps, sentence after sentence."""
     padded = np.asarray(padded)
     seq_major = padded if layout == "ntc" else padded.swapaxes(0, 1)
-    offsets = np.asarray(offsets, np.int64)
+    # The offsets' end is the number of rows they make; each sentence fits in the padded steps.
+    op = "reference.padded_to_lod"
+    ends = np.asarray(offsets)
+    offsets = as_offsets(offsets, op, int(ends[-1]) if ends.ndim == 1 and ends.size else 0)
+    as_seq_lens(np.diff(offsets), op, seq_major.shape[0], seq_major.shape[1])
     rows = [
         seq_major[i, step]
         for i in range(len(offsets) - 1)

@@ -13,20 +13,37 @@ from __future__ import annotations
 import numpy as np
 
 from fusebridge.errors import ArgumentError, ArgumentTypeError
-from fusebridge.kernels.arguments import as_choice
+from fusebridge.kernels.arguments import INT64_MAX, as_choice, new_array
 
 LAYOUTS = ("tnc", "ntc")
 PAD_SIDES = ("right", "left")
 
 
+def _is_int(v: object) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
 def _integer_vector(values: object, op: str, name: str) -> np.ndarray:
-    arr = np.asarray(values)
+    try:
+        arr = np.asarray(values)
+    except (TypeError, ValueError, OverflowError):  # ragged nesting, say
+        raise ArgumentTypeError(
+            f"{op}: {name} must be a 1-D array of integers, got {type(values).__name__}"
+        ) from None
     if arr.ndim != 1:
         raise ArgumentError(f"{op}: {name} must be a 1-D integer array, got shape {arr.shape}")
+    if arr.size and arr.dtype.kind in "Of" and all(map(_is_int, values)):
+        # A list holding an int beyond int64 arrives as objects, or as floats beside a negative
+        # one: the Python ints themselves are checked, so that the message names the value.
+        ints = [int(v) for v in values]
+        bad = next((v for v in ints if not -INT64_MAX - 1 <= v <= INT64_MAX), None)
+        if bad is not None:
+            raise ArgumentError(f"{op}: {name} must fit in int64, got {bad}")
+        return np.array(ints, np.int64)
     # An empty list arrives as float64: let the length checks speak about it instead.
     if arr.size and arr.dtype.kind not in "iu":
         raise ArgumentTypeError(f"{op}: {name} must be an integer array, got {arr.dtype}")
-    if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
+    if arr.dtype.kind == "u" and arr.size and arr.max() > INT64_MAX:
         raise ArgumentError(f"{op}: {name} must fit in int64, got {arr.max()}")
     return np.ascontiguousarray(arr, np.int64)
 
@@ -41,15 +58,40 @@ def as_offsets(offsets: object, op: str, rows: int) -> np.ndarray:
         )
     if arr[0] != 0:
         raise ArgumentError(f"{op}: offsets must start at 0, got {arr[0]}")
-    steps = np.diff(arr)
-    if (steps < 0).any():
-        i = int(np.argmax(steps < 0))
+    # Neighbours compared, never subtracted: np.diff wraps around int64, and offsets such as
+    # [0, 2**63 - 1, -2, 302] would then look nondecreasing. Once these checks hold, every
+    # offset lies in [0, rows] and np.diff gives the true lengths.
+    falls = arr[1:] < arr[:-1]
+    if falls.any():
+        i = int(np.argmax(falls))
         raise ArgumentError(
             f"{op}: offsets must be nondecreasing, got {arr[i]} then {arr[i + 1]} at index {i}"
         )
     if arr[-1] != rows:
         raise ArgumentError(f"{op}: offsets must end at the number of rows ({rows}), got {arr[-1]}")
     return arr
+
+
+def offsets_from_lengths(lengths: object, op: str, rows: int) -> np.ndarray:
+    """Offsets [N+1] (int64, C-contiguous) from N sentence lengths that must sum to `rows`."""
+    lens = _integer_vector(lengths, op, "lengths")
+    if lens.size and lens.min() < 0:
+        i = int(np.argmax(lens < 0))
+        raise ArgumentError(
+            f"{op}: lengths must be non-negative integers, got {lens[i]} at index {i}"
+        )
+    offsets = np.zeros(len(lens) + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    # A sum past int64 wraps around; each length is below 2**63, so the running sum then
+    # drops at the step that wrapped, and as_offsets' nondecreasing check would blame offsets
+    # the caller never gave: the exact sum (Python ints) is the message instead.
+    if offsets[-1] != rows or (offsets[1:] < offsets[:-1]).any():
+        total = sum(lens.tolist())
+        raise ArgumentError(
+            f"{op}: the offsets of the lengths must end at the number of rows ({rows}), but "
+            f"the {len(lens)} lengths sum to {total}"
+        )
+    return offsets
 
 
 def as_seq_lens(seq_lens: object, op: str, n: int, t: int) -> np.ndarray:
@@ -94,11 +136,12 @@ def lod_to_padded(
     lens = np.diff(as_offsets(offsets, op, x.shape[0]))
     n, t = len(lens), int(lens.max(initial=0))
     sentence, step = _positions(lens, t, pad_side)
+    # T * N rows can be far more than x's: checked before anything is allocated.
+    shape = ((n, t) if layout == "ntc" else (t, n)) + x.shape[1:]
+    padded = new_array(shape, x.dtype, op, "padded", zeros=True)
     if layout == "ntc":
-        padded = np.zeros((n, t) + x.shape[1:], x.dtype)
         padded[sentence, step] = x
     else:
-        padded = np.zeros((t, n) + x.shape[1:], x.dtype)
         padded[step, sentence] = x
     return padded, lens
 

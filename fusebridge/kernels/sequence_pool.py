@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from fusebridge.errors import ArgumentError, ArgumentTypeError
-from fusebridge.kernels.arguments import as_choice
+from fusebridge.kernels.arguments import as_choice, new_array
 from fusebridge.kernels.sequence_layout import as_offsets
 
 OP = "sequence_pool"
@@ -46,7 +46,8 @@ def sequence_pool(
     offsets = as_offsets(offsets, OP, x.shape[0])
     lens = np.diff(offsets)
     flat = x.reshape(x.shape[0], int(np.prod(x.shape[1:], dtype=np.int64)))
-    out = np.full((len(lens), flat.shape[1]), pad, x.dtype)
+    out = new_array((len(lens), flat.shape[1]), x.dtype, OP, "the output")
+    out.fill(pad)
 
     full = lens > 0
     starts, n = offsets[:-1][full], lens[full].astype(x.dtype)[:, None]

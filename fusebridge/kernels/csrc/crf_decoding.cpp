@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include "checks.hpp"
 #include "runtime.hpp"
 
 namespace fusebridge {
@@ -85,18 +86,13 @@ void viterbi(const float* x, const float* trans, int64_t len, int64_t tags, floa
 }
 
 void check(const CrfDecodingArgs& a) {
-    auto fail = [](const std::string& what) {
-        throw std::invalid_argument("crf_decoding: " + what);
-    };
-    if (a.tags < 1 || a.tags > INT32_MAX) fail("tags must lie in [1, 2**31)");
+    const char* op = "crf_decoding";
+    if (a.tags < 1 || a.tags > INT32_MAX) fail(op, "tags must lie in [1, 2**31)");
     if (a.transition_rows != a.tags + 2 || a.transition_cols != a.tags)
-        fail("transition must be [tags + 2, tags] for " + std::to_string(a.tags) + " tags");
-    if (a.offsets_size < 1 || a.offsets[0] != 0 || a.offsets[a.offsets_size - 1] != a.words)
-        fail("offsets must run from 0 to the number of words");
-    for (int64_t s = 1; s < a.offsets_size; ++s)
-        if (a.offsets[s] < a.offsets[s - 1]) fail("offsets must be nondecreasing");
-    if (a.label && a.label_size != a.words) fail("label must hold one entry per word");
-    if (a.path_size != a.words) fail("path must hold one entry per word");
+        fail(op, "transition must be [tags + 2, tags] for " + std::to_string(a.tags) + " tags");
+    check_offsets(a.offsets, a.offsets_size, a.words, op);
+    if (a.label && a.label_size != a.words) fail(op, "label must hold one entry per word");
+    if (a.path_size != a.words) fail(op, "path must hold one entry per word");
 }
 
 }  // namespace
@@ -110,10 +106,12 @@ void crf_decoding(const CrfDecodingArgs& a) {
     int64_t longest = 0;
     for (int64_t s = 0; s < n; ++s) longest = std::max(longest, a.offsets[s + 1] - a.offsets[s]);
     const int64_t alpha_stride = whole_lines(2 * a.tags);
+    // longest * tags <= the emission's elements; the thread count multiplies it, so checked.
     const int64_t track_stride = whole_lines(longest * a.tags);
     thread_local Scratch sc;
-    float* alpha = lines_at_least(sc.alpha, nt * alpha_stride);
-    int32_t* track = lines_at_least(sc.track, nt * track_stride);
+    float* alpha = lines_at_least(sc.alpha, mul_size(nt, alpha_stride, "crf_decoding", "scratch"));
+    int32_t* track =
+        lines_at_least(sc.track, mul_size(nt, track_stride, "crf_decoding", "scratch"));
 
     // Sentences are independent and their lengths differ: dynamic scheduling balances them.
 #pragma omp parallel for schedule(dynamic) num_threads(nt) if (nt > 1)

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "bits.hpp"
+#include "checks.hpp"
 #include "philox.hpp"
 #include "runtime.hpp"
 
@@ -45,21 +46,28 @@ int64_t row_start(const std::vector<Dim>& outer, int64_t row, int64_t base) {
 
 DropoutPrimitive::DropoutPrimitive(const DropoutDesc& desc)
     : k_(kernels_for(desc.isa)), dtype_(desc.dtype), itemsize_(dtype_size(desc.dtype)) {
+    const char* op = "dropout";
     const size_t nd = desc.shape.size();
     if (desc.global_shape.size() != nd || desc.start.size() != nd || desc.mask_shape.size() != nd)
-        throw std::invalid_argument("dropout: shape, global_shape, start and mask_shape differ in rank");
+        fail(op, "shape, global_shape, start and mask_shape differ in rank");
     std::vector<int64_t> local_mask(nd);
     for (size_t d = 0; d < nd; ++d) {
         const int64_t n = desc.shape[d], g = desc.global_shape[d], m = desc.mask_shape[d];
-        if (n < 0 || desc.start[d] < 0 || desc.start[d] + n > g || (m != g && m != 1))
-            throw std::invalid_argument("dropout: inconsistent shard or mask geometry");
+        // start > g - n, not start + n > g: the sum could wrap.
+        if (n < 0 || desc.start[d] < 0 || g < n || desc.start[d] > g - n || (m != g && m != 1))
+            fail(op, "inconsistent shard or mask geometry on axis " + std::to_string(d));
         local_mask[d] = (m == 1) ? 1 : n;
-        numel_ *= n;
-        mask_numel_ *= local_mask[d];
     }
+    // Element indices are int64 (and the Philox counter's 64 bits): the whole tensor's mask
+    // shape must be numbered without overflow, the local data measured in bytes too.
+    numel_of(desc.global_shape, op, "the whole tensor");
+    numel_of(desc.mask_shape, op, "the whole mask");
+    numel_ = numel_of(desc.shape, op, "the data");
+    mask_numel_ = numel_of(local_mask, op, "the mask");
+    mul_size(numel_, itemsize_, op, "the data's bytes");
 
     const float p = desc.p;
-    if (!(p >= 0.0f && p <= 1.0f)) throw std::invalid_argument("dropout: p must lie in [0, 1]");
+    if (!(p >= 0.0f && p <= 1.0f)) fail(op, "p must lie in [0, 1]");
     const bool upscale = desc.mode == DropoutMode::upscale_in_train;
     if (!desc.training) {
         keep_ = Keep::all;

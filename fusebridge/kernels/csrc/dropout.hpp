@@ -52,8 +52,9 @@ class DropoutPrimitive {
     bool identity() const { return keep_ == Keep::all && scale_ == 1.0; }
 
     int64_t numel() const { return numel_; }
+    int64_t itemsize() const { return itemsize_; }  // bytes of one data element
     int64_t mask_numel() const { return mask_numel_; }
-    int64_t mask_bytes() const { return (mask_numel_ + 7) / 8; }
+    int64_t mask_bytes() const { return mask_numel_ / 8 + (mask_numel_ % 8 != 0); }  // no +7 wrap
 
    private:
     // The keep bits of local elements [pos, pos + n), n <= kRangeMax: element pos + i is bit

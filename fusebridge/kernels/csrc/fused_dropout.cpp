@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include "checks.hpp"
 #include "runtime.hpp"
 
 namespace fusebridge {
@@ -34,18 +35,29 @@ constexpr double kMinFmaPerThread = 1 << 19;
 // outputs (OpenBLAS gives each matrix of a strided batch the bits of a plain call).
 constexpr int64_t kGroupElems = 1 << 16;
 
-// n floats of per-thread scratch, 64-byte aligned so the vector loads never split cache lines.
-class Scratch {
+// per_thread floats of scratch for each of `threads` threads, allocated before their parallel
+// region: an exception (bad_alloc included) must not escape an OpenMP region, where it would
+// terminate the process. Slices are 64-byte aligned so vector loads never split cache lines.
+class TeamScratch {
    public:
-    explicit Scratch(size_t n) : buf_(n + 16) {}
-    float* data() {
-        return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf_.data()) + 63) &
-                                        ~uintptr_t(63));
+    TeamScratch(int threads, int64_t per_thread)
+        : stride_((per_thread + 15) / 16 * 16),
+          buf_(size_t(mul_size(threads, stride_, "softmax_dropout", "scratch")) + 16) {}
+    float* of(int thread) {
+        auto* base = reinterpret_cast<float*>(
+            (reinterpret_cast<uintptr_t>(buf_.data()) + 63) & ~uintptr_t(63));
+        return base + thread * stride_;
     }
 
    private:
+    int64_t stride_;
     std::vector<float> buf_;
 };
+
+// The team size of a softmax region: fixed before it, since its scratch is sized for it.
+int softmax_team(int64_t numel, int64_t items) {
+    return numel >= kParallelMin && items > 1 ? max_threads() : 1;
+}
 
 DropoutDesc f32(DropoutDesc d) {
     if (d.dtype != DType::f32) throw std::invalid_argument("fused dropout: float32 only");
@@ -116,11 +128,13 @@ void SoftmaxDropoutPrimitive::forward(const float* x, float* y, uint8_t* mask, u
     const bool plain = drop_.identity() && !mask;
     if (inner_ == 1) {
         const int64_t items = (outer_ + block_rows_ - 1) / block_rows_;
-#pragma omp parallel num_threads(max_threads()) if (numel >= kParallelMin && items > 1)
+        const int nt = softmax_team(numel, items);
+        // Normalized in an L1 scratch, then dropped on the way to y: the dropout's own pass,
+        // whose non-temporal stores need a whole contiguous block to align once.
+        TeamScratch scratch(nt, plain ? 0 : block_rows_ * len_);
+#pragma omp parallel num_threads(nt) if (nt > 1)
         {
-            // Normalized in an L1 scratch, then dropped on the way to y: the dropout's own
-            // pass, whose non-temporal stores need a whole contiguous block to align once.
-            Scratch buf(plain ? 0 : size_t(block_rows_ * len_));
+            float* buf = scratch.of(omp_get_thread_num());
 #pragma omp for schedule(static)
             for (int64_t item = 0; item < items; ++item) {
                 const int64_t r0 = item * block_rows_;
@@ -129,8 +143,8 @@ void SoftmaxDropoutPrimitive::forward(const float* x, float* y, uint8_t* mask, u
                 if (plain) {
                     probs_rows(x + pos, rows, y + pos);
                 } else {
-                    probs_rows(x + pos, rows, buf.data());
-                    drop_.forward_range(buf.data(), y + pos, pos, rows * len_, mask, seed, offset);
+                    probs_rows(x + pos, rows, buf);
+                    drop_.forward_range(buf, y + pos, pos, rows * len_, mask, seed, offset);
                 }
             }
         }
@@ -138,10 +152,11 @@ void SoftmaxDropoutPrimitive::forward(const float* x, float* y, uint8_t* mask, u
     }
     const int64_t per_outer = (inner_ + block_cols_ - 1) / block_cols_;
     const int64_t items = outer_ * per_outer;
-#pragma omp parallel num_threads(max_threads()) if (numel >= kParallelMin && items > 1)
+    const int nt = softmax_team(numel, items);
+    TeamScratch scratch(nt, (len_ + 2) * block_cols_);
+#pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        Scratch buf(size_t((len_ + 2) * block_cols_));
-        float* p = buf.data();
+        float* p = scratch.of(omp_get_thread_num());
         float* m = p + len_ * block_cols_;
         float* s = m + block_cols_;
 #pragma omp for schedule(static)
@@ -173,18 +188,22 @@ void SoftmaxDropoutPrimitive::backward(const float* dy, const float* src, bool f
     };
     if (inner_ == 1) {
         const int64_t items = (outer_ + block_rows_ - 1) / block_rows_;
-#pragma omp parallel num_threads(max_threads()) if (numel >= kParallelMin && items > 1)
+        const int nt = softmax_team(numel, items);
+        const int64_t gsize = (block_rows_ * len_ + 15) / 16 * 16;  // p after g, aligned
+        TeamScratch scratch(nt, gsize + (from_x ? len_ : 0));
+#pragma omp parallel num_threads(nt) if (nt > 1)
         {
-            Scratch g(size_t(block_rows_ * len_)), p(from_x ? size_t(len_) : 0);
+            float* g = scratch.of(omp_get_thread_num());
+            float* p = g + gsize;
 #pragma omp for schedule(static)
             for (int64_t item = 0; item < items; ++item) {
                 const int64_t r0 = item * block_rows_;
                 const int64_t rows = std::min(block_rows_, outer_ - r0);
-                dropped(dy + r0 * len_, g.data(), r0 * len_, rows * len_);
+                dropped(dy + r0 * len_, g, r0 * len_, rows * len_);
                 for (int64_t r = r0; r < r0 + rows; ++r) {
                     const float* pr = src + r * len_;
-                    if (from_x) probs_rows(pr, 1, p.data()), pr = p.data();
-                    const float* gr = g.data() + (r - r0) * len_;
+                    if (from_x) probs_rows(pr, 1, p), pr = p;
+                    const float* gr = g + (r - r0) * len_;
                     k_.grad_row(pr, gr, len_, k_.dot_row(gr, pr, len_), dx + r * len_);
                 }
             }
@@ -193,11 +212,12 @@ void SoftmaxDropoutPrimitive::backward(const float* dy, const float* src, bool f
     }
     const int64_t per_outer = (inner_ + block_cols_ - 1) / block_cols_;
     const int64_t items = outer_ * per_outer;
-#pragma omp parallel num_threads(max_threads()) if (numel >= kParallelMin && items > 1)
+    const int nt = softmax_team(numel, items);
+    const int64_t block = len_ * block_cols_;
+    TeamScratch scratch(nt, 2 * block + 2 * block_cols_);
+#pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        const size_t block = size_t(len_ * block_cols_);
-        Scratch buf(2 * block + 2 * size_t(block_cols_));
-        float* g = buf.data();
+        float* g = scratch.of(omp_get_thread_num());
         float* p = g + block;
         float* m = p + block;
         float* s = m + block_cols_;
@@ -238,20 +258,25 @@ MatmulDropoutPrimitive::MatmulDropoutPrimitive(const MatmulDropoutDesc& desc)
       b_off_(desc.b_offsets),
       a_size_(desc.a_size),
       b_size_(desc.b_size) {
-    if (desc.b_offsets.size() != desc.a_offsets.size() || m_ < 0 || n_ < 0 || k_dim_ < 0)
-        throw std::invalid_argument("matmul_dropout: inconsistent descriptor");
-    if (batches_ * m_ * n_ != drop_.numel())
-        throw std::invalid_argument("matmul_dropout: output shape and m, n, batches differ");
-    for (int64_t i = 0; i < batches_; ++i)
-        if (a_off_[size_t(i)] < 0 || a_off_[size_t(i)] + m_ * k_dim_ > a_size_ ||
-            b_off_[size_t(i)] < 0 || b_off_[size_t(i)] + k_dim_ * n_ > b_size_)
-            throw std::invalid_argument("matmul_dropout: a batch lies outside a or b");
+    const char* op = "matmul_dropout";
+    if (desc.b_offsets.size() != desc.a_offsets.size() || m_ < 0 || n_ < 0 || k_dim_ < 0 ||
+        a_size_ < 0 || b_size_ < 0)
+        fail(op, "inconsistent descriptor");
+    // First the 32-bit bounds: they keep the matrix products below 2**62.
     if (m_ > INT_MAX || n_ > INT_MAX || k_dim_ > INT_MAX || m_ * k_dim_ > INT_MAX ||
         k_dim_ * n_ > INT_MAX || m_ * n_ > INT_MAX)
-        throw std::invalid_argument("matmul_dropout: dimensions exceed the 32-bit BLAS interface");
+        fail(op, "dimensions exceed the 32-bit BLAS interface");
+    if (mul_size(batches_, m_ * n_, op, "batches * m * n") != drop_.numel())
+        fail(op, "output shape and m, n, batches differ");
+    // off > size - extent, not off + extent > size: the sum could wrap.
+    for (int64_t i = 0; i < batches_; ++i)
+        if (a_off_[size_t(i)] < 0 || a_off_[size_t(i)] > a_size_ - m_ * k_dim_ ||
+            b_off_[size_t(i)] < 0 || b_off_[size_t(i)] > b_size_ - k_dim_ * n_)
+            fail(op, "batch " + std::to_string(i) + " lies outside a or b");
 
     // A shared b and an unbroadcast, untransposed a: the batches are the rows of one matrix,
-    // and the output's flat index is the same either way.
+    // and the output's flat index is the same either way. (m * batches <= INT_MAX keeps
+    // i * m * k below 2**62.)
     bool fold = !trans_a_ && batches_ > 1 && m_ * batches_ <= INT_MAX;
     for (int64_t i = 1; fold && i < batches_; ++i)
         fold = b_off_[size_t(i)] == b_off_[0] && a_off_[size_t(i)] == a_off_[0] + i * m_ * k_dim_;

@@ -3,11 +3,13 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
 #include <string>
 
+#include "checks.hpp"
 #include "runtime.hpp"
 
 namespace fusebridge {
@@ -45,33 +47,37 @@ T* at_least(std::vector<T>& v, size_t n) {
 
 GruPrimitive::GruPrimitive(const GruDesc& desc)
     : k_(gru_kernels_for(desc.isa)), d_(desc), n_(int64_t(desc.lens.size())) {
-    if (d_.ic < 1 || d_.oc < 1)
-        throw std::invalid_argument("fusion_gru: input and hidden size must be >= 1");
-    if (d_.directions != 1 && d_.directions != 2)
-        throw std::invalid_argument("fusion_gru: directions must be 1 or 2");
-    for (int64_t len : d_.lens) {
-        if (len < 0 || (d_.layout != SeqLayout::lod && len > d_.steps))
-            throw std::invalid_argument("fusion_gru: sentence length " + std::to_string(len) +
-                                        " outside [0, " + std::to_string(d_.steps) + "]");
-        words_ += len;
-        max_len_ = std::max(max_len_, len);
-    }
+    const char* op = "fusion_gru";
+    if (d_.ic < 1 || d_.oc < 1 || d_.ic > INT32_MAX || d_.oc > INT32_MAX)
+        fail(op, "input and hidden size must lie in [1, 2**31)");
+    if (d_.directions != 1 && d_.directions != 2) fail(op, "directions must be 1 or 2");
+    const bool padded = d_.layout != SeqLayout::lod;
+    if (padded && d_.steps < 0) fail(op, "steps must be >= 0, got " + std::to_string(d_.steps));
+    words_ = check_lengths(d_.lens, padded ? d_.steps : -1, op);
+    for (int64_t len : d_.lens) max_len_ = std::max(max_len_, len);
+    x_rows_ = padded ? mul_size(d_.steps, n_, op, "steps * sentences") : words_;
     ocp_ = (d_.oc + kGruBlock - 1) / kGruBlock * kGruBlock;
+    // Sizes below 2**31 keep the products of one size with the directions and gates far from
+    // overflow (module.cpp checks those of two sizes: the weights); the rows times the widest
+    // row (x, out, the projected gates) bound the other buffers forward() checks and the
+    // scratch it allocates, so that product is checked here.
+    mul_size(x_rows_, std::max(d_.ic, 3 * d_.directions * ocp_), op, "rows * columns");
     blocks_ = ocp_ / kGruBlock;
 
     std::vector<int64_t> prefix(n_, 0);
     for (int64_t s = 1; s < n_; ++s) prefix[s] = prefix[s - 1] + d_.lens[s - 1];
     base_.resize(n_);
     switch (d_.layout) {
-        case SeqLayout::lod: base_ = prefix, step_ = 1, x_rows_ = words_; break;
+        case SeqLayout::lod: base_ = prefix, step_ = 1; break;
         case SeqLayout::tnc:
             for (int64_t s = 0; s < n_; ++s) base_[s] = s;
-            step_ = n_, x_rows_ = d_.steps * n_;
+            step_ = n_;
             break;
         case SeqLayout::ntc:
             for (int64_t s = 0; s < n_; ++s) base_[s] = s * d_.steps;
-            step_ = 1, x_rows_ = d_.steps * n_;
+            step_ = 1;
             break;
+        default: fail(op, "layout must be 0 (lod), 1 (tnc) or 2 (ntc)");
     }
     gbase_ = prefix;
 

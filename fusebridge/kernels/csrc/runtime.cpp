@@ -11,16 +11,31 @@
 
 namespace fusebridge {
 
-namespace {
-std::atomic<int> g_threads{omp_get_max_threads()};  // OMP_NUM_THREADS or the cores, at load
+// libgomp starts a team's threads when a parallel region begins and ends the process when one
+// cannot be created (pthread_create failing for want of address space or of a thread quota):
+// with glibc's default 8 MiB stacks, 512 threads already exhaust a 4 GiB address space. No
+// kernel gains from more threads than cores (each splits its work by shape), so the cap is the
+// cores, or up to 8 times them (oversubscription, for experiments) while that stays within 256
+// threads (2 GiB of stacks); never above OpenMP's own limit (OMP_THREAD_LIMIT).
+int thread_cap() {
+    const int procs = omp_get_num_procs();
+    return std::min(omp_get_thread_limit(), std::max(procs, std::min(8 * procs, 256)));
 }
+
+namespace {
+// OMP_NUM_THREADS or the cores, at load; a larger OMP_NUM_THREADS is lowered to the cap (no
+// result depends on the thread count, and the first region would end the process otherwise).
+std::atomic<int> g_threads{std::min(omp_get_max_threads(), thread_cap())};
+}  // namespace
 
 // OpenBLAS's own pthread pool stays at one thread: its workers spin after each call and would
 // fight the OpenMP threads of the kernels for the same cores. Parallel BLAS work runs instead as
 // pieces on the OpenMP threads, each piece a single-threaded OpenBLAS call.
 void set_num_threads(int n) {
-    if (n < 1) throw std::invalid_argument("set_num_threads: n must be >= 1, got " +
-                                           std::to_string(n));
+    if (n < 1 || n > thread_cap())
+        throw std::invalid_argument("set_num_threads: n must lie in [1, " +
+                                    std::to_string(thread_cap()) + "], got " +
+                                    std::to_string(n));
     g_threads.store(n);
     omp_set_num_threads(n);  // also for OpenMP code of others that runs on this thread
     scipy_openblas_set_num_threads(1);

@@ -8,8 +8,9 @@ namespace fusebridge {
 // OpenMP's own setting (omp_set_num_threads) belongs to the calling thread, so a Session used
 // from a thread pool would run with another count. The count lives here instead, for the whole
 // process, and every parallel region names it (num_threads(max_threads())).
-void set_num_threads(int n);  // OpenBLAS's pool stays at 1 (see runtime.cpp)
+void set_num_threads(int n);  // n in [1, thread_cap()]; OpenBLAS's pool stays at 1 (runtime.cpp)
 int max_threads();
+int thread_cap();  // the most threads set_num_threads accepts (why: runtime.cpp)
 int blas_threads();
 std::string blas_config();
 

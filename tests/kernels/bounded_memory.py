@@ -1,0 +1,31 @@
+"""Runs a script in a Python process limited to 4 GiB of address space (issue 15's bound: no
+input of a few KB may need more) and returns its output lines."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+LIMIT = 4 << 30
+# AddressSanitizer reserves terabytes of shadow memory up front: it cannot start under the limit.
+SANITIZED = "libasan" in os.environ.get("LD_PRELOAD", "")
+
+
+def run_limited(script: str) -> list[str]:
+    if SANITIZED:
+        pytest.skip("AddressSanitizer cannot run under an address-space limit")
+    prologue = f"import resource\nresource.setrlimit(resource.RLIMIT_AS, ({LIMIT}, {LIMIT}))\n"
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    done = subprocess.run(
+        [sys.executable, "-c", prologue + textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
