@@ -26,23 +26,31 @@ import onnx_ir as ir
 from fusebridge.errors import ModelFormatError
 
 
-def all_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    """Every TensorProto of a graph: initializers, sparse initializers' parts, tensor
-    attributes, and those of every subgraph."""
-    yield from graph.initializer
-    for sparse in graph.sparse_initializer:
-        yield from (sparse.values, sparse.indices)
+def all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """A graph and every subgraph in it (If branches, Loop bodies, nested)."""
+    yield graph
     for node in graph.node:
         for attr in node.attribute:
-            if attr.HasField("t"):
-                yield attr.t
-            yield from attr.tensors
-            if attr.HasField("sparse_tensor"):
-                yield from (attr.sparse_tensor.values, attr.sparse_tensor.indices)
             for sub in [attr.g] if attr.HasField("g") else []:
-                yield from all_tensors(sub)
+                yield from all_graphs(sub)
             for sub in attr.graphs:
-                yield from all_tensors(sub)
+                yield from all_graphs(sub)
+
+
+def all_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Every TensorProto of a graph and its subgraphs: initializers, sparse initializers'
+    parts, tensor attributes."""
+    for g in all_graphs(graph):
+        yield from g.initializer
+        for sparse in g.sparse_initializer:
+            yield from (sparse.values, sparse.indices)
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.HasField("t"):
+                    yield attr.t
+                yield from attr.tensors
+                if attr.HasField("sparse_tensor"):
+                    yield from (attr.sparse_tensor.values, attr.sparse_tensor.indices)
 
 
 def is_external(tensor: onnx.TensorProto) -> bool:

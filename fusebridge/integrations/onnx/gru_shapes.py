@@ -1,5 +1,6 @@
-"""The constant weights of a fusebridge GRU or FusionGRU node against each other and the node's
-direction, from their shapes alone (no data read): what a file of ours must hold before the
+"""The inputs of a fusebridge GRU or FusionGRU node that its schema alone does not check: the
+offsets that layout lod needs, and the constant weights against each other and the node's
+direction, from their shapes alone (no data read). What a file of ours must hold before the
 portable export reshapes them or a Session packs them."""
 
 from __future__ import annotations
@@ -17,15 +18,19 @@ def _shape(value: ir.Value | None) -> tuple[int, ...] | None:
     return tuple(value.const_value.shape)
 
 
-def check_gru_weights(node: ir.Node) -> None:
-    """Wh [D, OC, 3*OC], Wx [D, IC, 3*OC], B and B_h [D, 3*OC], D = 2 for bidirectional and 1
-    otherwise (with one direction D may be left out, as the kernels allow), OC and IC >= 1.
-    ModelFormatError naming the node and the input; computed weights are checked by the
-    kernels when they run."""
+def check_gru_inputs(node: ir.Node) -> None:
+    """With layout lod, the lengths input (offsets) is given. Wh [D, OC, 3*OC], Wx [D, IC,
+    3*OC], B and B_h [D, 3*OC], D = 2 for bidirectional and 1 otherwise (with one direction D
+    may be left out, as the kernels allow), OC and IC >= 1. ModelFormatError naming the node
+    and the input; computed weights are checked by the kernels when they run."""
     where = f"{fir.DOMAIN}.{node.op_type} node {node.name!r}"
     schema = fir.schema(node.op_type)
-    d = 2 if schema.attribute_values(node)["direction"] == "bidirectional" else 1
-    shapes = {n.rstrip("?"): _shape(v) for n, v in zip(schema.inputs, node.inputs)}
+    attrs = schema.attribute_values(node)
+    given = {n.rstrip("?"): v for n, v in zip(schema.inputs, node.inputs) if v is not None}
+    if attrs["layout"] == "lod" and "lengths" not in given:
+        raise ModelFormatError(f"{where}: layout lod needs the lengths input (offsets [N+1])")
+    d = 2 if attrs["direction"] == "bidirectional" else 1
+    shapes = {n: _shape(v) for n, v in given.items()}
 
     def full(name: str, ndim: int) -> tuple[int, ...] | None:
         shape = shapes.get(name)

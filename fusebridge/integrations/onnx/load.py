@@ -14,7 +14,7 @@ from onnx_ir.passes.common import LiftConstantsToInitializersPass, ShapeInferenc
 
 from fusebridge import ir as fir
 from fusebridge.errors import ArgumentError, Error, ModelFormatError, UnsupportedOpError
-from fusebridge.integrations.onnx.gru_shapes import check_gru_weights
+from fusebridge.integrations.onnx.gru_shapes import check_gru_inputs
 from fusebridge.integrations.onnx.lowering import replace_node
 from fusebridge.integrations.onnx.model_file import read_model_proto
 from fusebridge.integrations.onnx.standard_ops import OpBuilder, constant_input
@@ -62,7 +62,7 @@ def check_fusebridge_nodes(graph: ir.Graph) -> None:
         except ArgumentError as exc:
             raise ModelFormatError(str(exc)) from exc
         if node.op_type in ("GRU", "FusionGRU"):
-            check_gru_weights(node)
+            check_gru_inputs(node)
 
 
 def import_onnx(model: ir.Model) -> ir.Model:

@@ -22,6 +22,7 @@ from onnx import version_converter
 from fusebridge import ir as fir
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.onnx.external_data import (
+    all_graphs,
     all_tensors,
     element_bits,
     is_external,
@@ -48,18 +49,17 @@ def read_model_proto(path: Path) -> onnx.ModelProto:
     if not model.graph.output:
         raise ModelFormatError(f"{where}: the graph has no outputs")
     standard = _check_opsets(model, where)
-    if model.graph.sparse_initializer or any(
-        a.HasField("sparse_tensor") for n in model.graph.node for a in n.attribute
+    if any(
+        g.sparse_initializer
+        or any(a.HasField("sparse_tensor") for n in g.node for a in n.attribute)
+        for g in all_graphs(model.graph)
     ):
+        # onnx_ir would drop a sparse initializer, leaving its readers dangling.
         raise UnsupportedOpError(f"{where}: sparse tensors are not supported")
     external = any(is_external(t) for t in all_tensors(model.graph))
     read_external_data(model, path)
     _check_tensor_sizes(model, where)
-    try:
-        # The file as it is on disk: with external data, the checker resolves it from there.
-        onnx.checker.check_model(str(path) if external else data)
-    except (onnx.checker.ValidationError, ValueError) as exc:
-        raise ModelFormatError(f"{where}: {_one_line(exc)}") from exc
+    _check_structure(model, None if external else data, path, where)
     if standard != fir.ONNX_OPSET:
         try:
             model = version_converter.convert_version(model, fir.ONNX_OPSET)
@@ -69,6 +69,31 @@ def read_model_proto(path: Path) -> onnx.ModelProto:
                 f"opset {fir.ONNX_OPSET}, the one fusebridge runs: {_one_line(exc)}"
             ) from exc
     return model
+
+
+def _check_structure(model: onnx.ModelProto, data: bytes | None, path: Path, where: str) -> None:
+    """onnx.checker on the model (`data`: its bytes, if they are the file's as read). The
+    checker wants a shape on every graph input and output, which ONNX Runtime does not: a
+    missing one is given (rank 0) for the check only."""
+    unshaped = [
+        v.type.tensor_type
+        for v in (*model.graph.input, *model.graph.output)
+        if v.type.HasField("tensor_type") and not v.type.tensor_type.HasField("shape")
+    ]
+    for tensor_type in unshaped:
+        tensor_type.shape.SetInParent()
+    try:
+        if data is None or unshaped:
+            # More than one protobuf can hold only with external data: the file on disk is
+            # small then, and the checker resolves its data from there.
+            small = model.ByteSize() <= onnx.checker.MAXIMUM_PROTOBUF
+            data = model.SerializeToString() if small else None
+        onnx.checker.check_model(str(path) if data is None else data)
+    except (onnx.checker.ValidationError, ValueError) as exc:
+        raise ModelFormatError(f"{where}: {_one_line(exc)}") from exc
+    finally:
+        for tensor_type in unshaped:
+            tensor_type.ClearField("shape")
 
 
 def _one_line(exc: BaseException) -> str:

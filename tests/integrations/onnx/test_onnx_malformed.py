@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -108,6 +110,16 @@ def test_older_opset_is_converted_not_misread(tmp_path):
 
 
 # -- graph structure (onnx.checker) ------------------------------------------------------------
+def test_outputs_without_a_shape_still_load(tmp_path):
+    # onnx.checker wants a shape on every graph input and output; ONNX Runtime does not.
+    proto = gru_model()
+    for value in (*proto.graph.input, *proto.graph.output):
+        value.type.tensor_type.ClearField("shape")
+    model = fb.load(_save(tmp_path, proto))
+    feeds = {"X": np.ones((3, 2, 5), np.float32), "seq_lens": np.array([3, 1], np.int32)}
+    assert fb.Session(fb.optimize(model)[0]).run(feeds)["Y"].shape == (3, 1, 2, 6)
+
+
 def test_gru_without_weights(tmp_path):
     proto = gru_model()
     del _gru(proto).input[1:]
@@ -167,6 +179,38 @@ def test_initializer_of_the_wrong_size(tmp_path, corrupt, fragments):
     proto = gru_model()
     corrupt(_weight(proto))
     _refused(_save(tmp_path, proto), fb.ModelFormatError, "tensor 'W'", *fragments)
+
+
+_BOUNDED = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+import fusebridge as fb
+for path in sys.argv[1:]:
+    try:
+        fb.Session(fb.optimize(fb.load(path))[0])
+        print("loaded", path)
+    except fb.Error as exc:
+        print(type(exc).__name__)
+"""
+
+
+def test_huge_declared_sizes_fail_under_a_4_gib_address_space(tmp_path):
+    paths = []
+    for k, dims in enumerate([[2**40, 18, 5], [2**20, 2**20, 5], [2**62, 2**62]]):
+        proto = gru_model()
+        _weight(proto).dims[:] = dims  # 360 bytes of data, whatever the dims say
+        paths.append(str(_save(tmp_path, proto, f"m{k}.onnx")))
+    ext = _external(tmp_path, length="360")
+    proto = onnx.load(ext, load_external_data=False)
+    _weight(proto).dims[:] = [2**40, 18, 5]
+    (length,) = [e for e in _weight(proto).external_data if e.key == "length"]
+    length.value = str(2**40 * 18 * 5 * 4)
+    paths.append(str(_save(ext.parent, proto, "ext.onnx")))
+    out = subprocess.run(
+        [sys.executable, "-c", _BOUNDED, *paths], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["ModelFormatError"] * len(paths), out.stdout + out.stderr
 
 
 def test_typed_data_of_the_wrong_length(tmp_path):
@@ -536,3 +580,18 @@ def test_save_names_an_invalid_model(tmp_path):
     )
     with pytest.raises(fb.ModelFormatError, match="save_onnx: the model is not valid ONNX"):
         fb.save_onnx(model, tmp_path / "bad.onnx")
+
+
+def test_a_lod_gru_without_offsets_is_named(tmp_path):
+    from fusebridge.models import assets
+
+    path = tmp_path / "tagger.onnx"
+    fb.save_onnx(fb.optimize(fb.load(assets.path("tagger")))[0], path)
+    proto = onnx.load(path)
+    gru = next(n for n in proto.graph.node if n.op_type == "FusionGRU")
+    gru.input[1] = ""  # the offsets
+    _refused(
+        _save(tmp_path, proto),
+        fb.ModelFormatError,
+        f"fusebridge.FusionGRU node {gru.name!r}: layout lod needs the lengths input",
+    )
