@@ -174,20 +174,25 @@ def run_command(
         with np.printoptions(threshold=20, edgeitems=5, precision=4, suppress=True):
             print(f"{shown}: {data.dtype}{list(data.shape)}{lod}\n{data.reshape(-1)}")
         if out_dir:
-            _write_output(Path(out_dir), stems[name], data, value)
+            path = _write_output(Path(out_dir), stems[name], data, value)
+            if stems[name] != name:
+                print(f"(written as {path})")
     return 0
 
 
 _OUTPUT_SUFFIXES = (".npy", ".lengths.txt")
 
 
-def _write_output(out_dir: Path, stem: str, data: np.ndarray, value: object) -> None:
+def _write_output(out_dir: Path, stem: str, data: np.ndarray, value: object) -> Path:
     """<stem>.npy, and <stem>.lengths.txt for a LoD output (output_files.py: how names are
-    encoded and files written)."""
-    output_files.write_new(out_dir, stem + ".npy", lambda f: np.save(f, data, allow_pickle=False))
+    encoded and files written); the .npy's path."""
+    path = output_files.write_new(
+        out_dir, stem + ".npy", lambda f: np.save(f, data, allow_pickle=False)
+    )
     if isinstance(value, fusebridge.LoDTensor):
         text = " ".join(map(str, value.lengths)).encode()
         output_files.write_new(out_dir, stem + ".lengths.txt", lambda f: f.write(text))
+    return path
 
 
 def demo() -> int:

@@ -74,6 +74,8 @@ def test_unsafe_output_names_stay_inside_the_directory(tmp_path, capsys):
     assert not os.path.exists("/abs/x.npy")
     printed = capsys.readouterr().out
     assert "\x1b" not in printed and "'c\\x1b[2Jd': float32[2]" in printed
+    assert f"(written as {out_dir / '%2E.%2F..%2Fx.npy'})" in printed
+    assert "written as" not in printed.split("Y: float32[2]")[1]  # a safe name is itself
 
 
 def test_names_differing_only_in_case_are_refused_before_writing(tmp_path, capsys):

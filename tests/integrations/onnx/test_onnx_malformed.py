@@ -473,6 +473,12 @@ def test_our_schemas_check_values_from_every_frontend():
             fb.ir.node("Dropout", [x], {"axes": axes})
     with pytest.raises(fb.ArgumentError, match="attribute p = 1, expected float"):
         fb.ir.node("Dropout", [x], {"p": 1})
+    # A node made without fb.ir.node (onnx_ir directly) meets the same check in the Session.
+    node = ir.node("Dropout", [x], {"axes": [0, 2], "is_test": 1}, domain="fusebridge")
+    node.outputs[0].name, node.outputs[0].type = "y", x.type
+    graph = ir.Graph([x], node.outputs, nodes=[node], opset_imports={"": 17, "fusebridge": 1})
+    with pytest.raises(fb.ArgumentError, match=r"axes = \(0, 2\): axis 2 is out of range"):
+        fb.Session(ir.Model(graph, ir_version=8))
     unknown_rank = ir.Value(name="u", type=ir.TensorType(ir.DataType.FLOAT))
     fb.ir.node("Dropout", [unknown_rank], {"axes": (99,)})  # the kernel checks it at run time
     fb.ir.node("Dropout", [x], {"p": 1.0, "axes": (-1,)})
