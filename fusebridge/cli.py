@@ -15,7 +15,7 @@ import numpy as np
 import onnx_ir as ir
 
 import fusebridge
-from fusebridge import kernels
+from fusebridge import kernels, output_files
 from fusebridge.errors import ArgumentError, Error
 from fusebridge.fuse_passes import PIPELINES
 
@@ -160,22 +160,39 @@ def run_command(
     model = fusebridge.load(model_path)
     rng = _random_state(model, seed)
     session = fusebridge.Session(model, backend=backend)
+    # The file names before the run: a name that cannot be written fails before any work.
+    stems = output_files.stems(session.output_names, _OUTPUT_SUFFIXES, "run") if out_dir else {}
     outputs = session.run(_feeds(inputs, lods), rng=rng)
+    if out_dir:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
     for name, value in outputs.items():
         data = value.data if isinstance(value, fusebridge.LoDTensor) else value
         lod = (
             f" lengths={value.lengths.tolist()}" if isinstance(value, fusebridge.LoDTensor) else ""
         )
+        shown = name if name.isprintable() else repr(name)  # no control characters to the tty
         with np.printoptions(threshold=20, edgeitems=5, precision=4, suppress=True):
-            print(f"{name}: {data.dtype}{list(data.shape)}{lod}\n{data.reshape(-1)}")
+            print(f"{shown}: {data.dtype}{list(data.shape)}{lod}\n{data.reshape(-1)}")
         if out_dir:
-            Path(out_dir).mkdir(parents=True, exist_ok=True)
-            np.save(Path(out_dir) / f"{name}.npy", data)
-            if lod:
-                (Path(out_dir) / f"{name}.lengths.txt").write_text(
-                    " ".join(map(str, value.lengths))
-                )
+            path = _write_output(Path(out_dir), stems[name], data, value)
+            if stems[name] != name:
+                print(f"(written as {path})")
     return 0
+
+
+_OUTPUT_SUFFIXES = (".npy", ".lengths.txt")
+
+
+def _write_output(out_dir: Path, stem: str, data: np.ndarray, value: object) -> Path:
+    """<stem>.npy, and <stem>.lengths.txt for a LoD output (output_files.py: how names are
+    encoded and files written); the .npy's path."""
+    path = output_files.write_new(
+        out_dir, stem + ".npy", lambda f: np.save(f, data, allow_pickle=False)
+    )
+    if isinstance(value, fusebridge.LoDTensor):
+        text = " ".join(map(str, value.lengths)).encode()
+        output_files.write_new(out_dir, stem + ".lengths.txt", lambda f: f.write(text))
+    return path
 
 
 def demo() -> int:
@@ -311,7 +328,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="random seed, required by a model with training dropout (what rng=fusebridge.random"
         ".key(SEED) is to Session.run)",
     )
-    r.add_argument("-o", "--output-dir", help="write each output as NAME.npy here")
+    r.add_argument(
+        "-o",
+        "--output-dir",
+        help="write each output as NAME.npy (a LoD output also NAME.lengths.txt) here; NAME is "
+        "the output's name with every byte outside [A-Za-z0-9._-], a leading '.' and the first "
+        "letter of a Windows device name (CON, NUL, ...) percent-encoded as %%XX of its UTF-8 "
+        "(so '../x' is written as %%2E.%%2Fx.npy); names that would differ only in case are "
+        "refused; an existing file of that name is replaced, never written through",
+    )
     r.add_argument(
         "--backend",
         default="kernels",

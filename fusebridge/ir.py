@@ -8,12 +8,13 @@ from them (`python -m fusebridge.ir > docs/ops.md`; a test keeps the two equal).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import onnx_ir as ir
 
 from fusebridge.errors import ArgumentError
+from fusebridge.kernels.arguments import is_probability
 
 DOMAIN = "fusebridge"
 DOMAIN_VERSION = 1
@@ -38,12 +39,37 @@ def offsets_name(name: str) -> str:
     return name + OFFSETS_SUFFIX
 
 
+# A value check: (value, rank of the node's first input or None) -> why it is refused, or None.
+AttributeCheck = Callable[[object, int | None], str | None]
+
+
 @dataclasses.dataclass(frozen=True)
 class Attribute:
     name: str
     default: int | float | str | tuple[int, ...]
     choices: tuple[object, ...] = ()
     doc: str = ""
+    check: AttributeCheck | None = None
+
+
+def _probability(p: float, rank: int | None) -> str | None:
+    return None if is_probability(p) else "expected a probability in [0, 1]"
+
+
+def _axis(axis: int, rank: int | None) -> str | None:
+    if rank is not None and not -rank <= axis < rank:
+        return f"out of range for the input's rank {rank}"
+    return None
+
+
+def _axes(axes: tuple[int, ...], rank: int | None) -> str | None:
+    for a in axes:
+        if why := _axis(a, rank):
+            return f"axis {a} is {why}"
+    normal = [a % rank if rank else a for a in axes]
+    if len(set(normal)) != len(normal):
+        return "expected each axis once"
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,11 +102,17 @@ class OpSchema:
             raise ArgumentError(
                 f"{where}: unknown attribute(s) {unknown}, expected {sorted(known)}"
             )
+        first = node.inputs[0] if node.inputs else None
+        rank = None if first is None or first.shape is None else len(first.shape)
         values = {}
         for a in self.attributes:
             attr = node.attributes.get(a.name)
             value = a.default if attr is None else attr.value
             if isinstance(a.default, tuple):
+                if not isinstance(value, Sequence) or not all(_is_int(v) for v in value):
+                    raise ArgumentError(
+                        f"{where}: attribute {a.name} = {value!r}, expected a list of ints"
+                    )
                 value = tuple(value)
             elif not isinstance(value, type(a.default)):
                 raise ArgumentError(
@@ -90,6 +122,8 @@ class OpSchema:
                 raise ArgumentError(
                     f"{where}: attribute {a.name} = {value!r}, expected one of {list(a.choices)}"
                 )
+            if a.check is not None and (why := a.check(value, rank)):
+                raise ArgumentError(f"{where}: attribute {a.name} = {value!r}: {why}")
             values[a.name] = value
         return values
 
@@ -106,6 +140,10 @@ class OpSchema:
                 raise ArgumentError(f"{where}: input {name} is required")
         if len(node.outputs) > len(self.outputs):
             raise ArgumentError(f"{where}: {len(node.outputs)} outputs, expected {self.outputs}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 _ACTIVATIONS = ("sigmoid", "tanh", "relu", "identity")
@@ -138,7 +176,11 @@ _GRU_ATTRIBUTES = (
     ),
 )
 _LAYOUT = Attribute("layout", "tnc", ("tnc", "ntc"), "the padded layout")
-_P = Attribute("p", 0.5, doc="probability of dropping an element")
+_P = Attribute("p", 0.5, doc="probability of dropping an element, in [0, 1]", check=_probability)
+_AXES = Attribute(
+    "axes", (), doc="mask shared along these axes (each once, in [-rank, rank))", check=_axes
+)
+_SOFTMAX_AXIS = Attribute("axis", -1, doc="the softmax axis, in [-rank, rank)", check=_axis)
 _MODE = Attribute("mode", "upscale_in_train", ("upscale_in_train", "downgrade_in_infer"))
 _GRU_DOC = (
     "Gate order (update, reset, candidate). Wh [D, OC, 3*OC], B and B_h [D, 3*OC] (D = 2 for "
@@ -175,7 +217,7 @@ SCHEMAS: dict[str, OpSchema] = {
             (
                 _P,
                 _MODE,
-                Attribute("axes", (), doc="mask shared along these axes"),
+                _AXES,
                 Attribute("is_test", 0, (0, 1), "1: inference (no mask drawn)"),
             ),
             "Standalone dropout; element i draws from Philox (seed, offset, i) "
@@ -187,7 +229,7 @@ SCHEMAS: dict[str, OpSchema] = {
             "DropoutGrad",
             ("dY", "mask?", "seed?", "offset?"),
             ("dX",),
-            (_P, _MODE, Attribute("axes", (), doc="mask shared along these axes")),
+            (_P, _MODE, _AXES),
             "The backward of a training dropout (Dropout, MatMulDropout, SoftmaxDropout): "
             "dX = dY * keep * scale. keep comes from the packed mask the forward wrote, or, "
             "without a mask, is recomputed from the forward's (seed, offset) over dY's shape "
@@ -215,7 +257,7 @@ SCHEMAS: dict[str, OpSchema] = {
             "SoftmaxDropout",
             ("X", "seed?", "offset?"),
             ("Y", "mask?"),
-            (_P, _MODE, Attribute("axis", -1, doc="the softmax axis")),
+            (_P, _MODE, _SOFTMAX_AXIS),
             "Dropout(Softmax(X, axis)) in one pass per row; the bits of Softmax followed by "
             "Dropout (the softmax_dropout rule).",
             ("X", "uint8"),
@@ -225,7 +267,7 @@ SCHEMAS: dict[str, OpSchema] = {
             "SoftmaxDropoutGrad",
             ("dY", "X", "mask?", "seed?", "offset?"),
             ("dX",),
-            (_P, _MODE, Attribute("axis", -1, doc="the softmax axis")),
+            (_P, _MODE, _SOFTMAX_AXIS),
             "The backward of SoftmaxDropout from the forward's input: P = Softmax(X, axis) "
             "recomputed (the probabilities are not kept), g = dY * keep * scale, dX = P * (g - "
             "sum(g * P, axis)). keep from the packed mask or recomputed from (seed, offset), "
@@ -387,7 +429,10 @@ def _register_onnx_schemas() -> None:
         )
 
         def infer(ctx, types=s.output_types, ranks=s.output_ranks) -> None:
-            x = ctx.get_input_type(0).tensor_type
+            first = ctx.get_input_type(0)
+            if first is None or not first.HasField("tensor_type"):
+                return  # an input of unknown type (a malformed graph): nothing to infer
+            x = first.tensor_type
             for i in range(ctx.get_num_outputs()):
                 if types[i] == "X":
                     elem = x.elem_type

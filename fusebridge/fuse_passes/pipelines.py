@@ -18,6 +18,7 @@ from fusebridge.fuse_passes.dropout import (
     SoftmaxDropout,
     SoftmaxDropoutTraining,
 )
+from fusebridge.fuse_passes.graph_checks import check_graph
 from fusebridge.fuse_passes.gru import (
     BiGRU,
     CanonicalUpdateGate,
@@ -51,6 +52,7 @@ class Pipeline:
 
     def apply(self, model: ir.Model) -> OptimizeReport:
         """Rewrites `model` in place, rule by rule, in order."""
+        check_graph(model, f"pipeline {self.name!r}")
         reports = []
         for rule_class in self.rules:
             rule = rule_class()
@@ -108,6 +110,7 @@ def optimize(
                 f"optimize: pipeline must be one of {sorted(PIPELINES)}, got {pipeline!r}"
             )
         pipeline = PIPELINES[pipeline]
+    check_graph(model, f"optimize {pipeline.name!r}")  # before the copy, which needs it too
     model = ir.from_proto(ir.to_proto(model))
     report = pipeline.apply(model)
     return model, report

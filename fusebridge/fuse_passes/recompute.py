@@ -21,6 +21,7 @@ import dataclasses
 import onnx_ir as ir
 
 from fusebridge import ir as fir
+from fusebridge.fuse_passes.graph_checks import check_graph
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +94,7 @@ def _refusal(node: ir.Node, mask: ir.Value) -> str | None:
 
 def recompute_dropout_mask(model: ir.Model) -> RecomputeReport:
     """Rewrites `model` in place (subgraphs included); running it twice changes nothing."""
+    check_graph(model, "recompute_dropout_mask")
     recomputed, refused = [], []
     for node in list(ir.traversal.RecursiveGraphIterator(model.graph)):
         mask = _mask_output(node)

@@ -59,11 +59,16 @@ def as_u64(value: object, op: str, name: str) -> int:
     return v & U64_MASK
 
 
+def is_probability(p: float) -> bool:
+    """p in [0, 1], NaN not (docs/dropout.md: p = 1 drops everything, with no division)."""
+    return not math.isnan(p) and 0.0 <= p <= 1.0
+
+
 def as_probability(p: object, op: str) -> float:
     """p rounded to float32 (the precision the bit contract compares in)."""
     if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)):
         raise ArgumentTypeError(f"{op}: p must be a real number, got {type(p).__name__}")
-    if math.isnan(p) or not 0.0 <= p <= 1.0:
+    if not is_probability(p):
         raise ArgumentError(f"{op}: p must lie in [0, 1], got {p}")
     return float(np.float32(p))
 

@@ -4,6 +4,7 @@ stays standard ONNX, run by ONNX Runtime."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -12,23 +13,56 @@ import onnx_ir as ir
 from onnx_ir.passes.common import LiftConstantsToInitializersPass, ShapeInferencePass
 
 from fusebridge import ir as fir
-from fusebridge.errors import ArgumentError, ModelFormatError, UnsupportedOpError
+from fusebridge.errors import ArgumentError, Error, ModelFormatError, UnsupportedOpError
+from fusebridge.integrations.onnx.gru_shapes import check_gru_inputs
 from fusebridge.integrations.onnx.lowering import replace_node
+from fusebridge.integrations.onnx.model_file import read_model_proto
 from fusebridge.integrations.onnx.standard_ops import OpBuilder, constant_input
+from fusebridge.kernels.arguments import is_probability
 
 _ACTIVATIONS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Relu": "relu", "Affine": "identity"}
 
 
 def load_onnx(path: str | os.PathLike) -> ir.Model:
-    """An ONNX file as canonical IR (GRU and Dropout imported as fusebridge ops)."""
+    """An ONNX file as canonical IR (GRU and Dropout imported as fusebridge ops). A malformed
+    file raises ModelFormatError, what we cannot take UnsupportedOpError, each naming the file
+    and the node, value or attribute (model_file.py lists the checks)."""
     p = Path(path)
     if not p.is_file():
         raise ArgumentError(f"load: no such ONNX file {str(p)!r}")
+    proto = read_model_proto(p)
     try:
-        model = ir.load(p)
-    except Exception as exc:  # onnx raises DecodeError and others
+        model = ir.serde.deserialize_model(proto)
+    except Exception as exc:  # onnx_ir raises ValueError and others
         raise ModelFormatError(f"load: {str(p)!r} is not a readable ONNX model: {exc}") from exc
-    return import_onnx(model)
+    try:
+        import_onnx(model)
+        check_fusebridge_nodes(model.graph)
+    except Error as exc:
+        raise type(exc)(f"load: {str(p)!r}: {exc}") from exc
+    return model
+
+
+def check_fusebridge_nodes(graph: ir.Graph) -> None:
+    """Every fusebridge node (subgraphs included) against its schema: a known op, its inputs
+    and outputs, its attributes' types and values, a GRU's constant weights' shapes
+    (ModelFormatError otherwise)."""
+    for node in ir.traversal.RecursiveGraphIterator(graph):
+        if not fir.is_fusebridge(node):
+            continue
+        if node.op_type not in fir.SCHEMAS:
+            raise UnsupportedOpError(
+                f"{fir.DOMAIN}.{node.op_type} node {node.name!r}: unknown op, expected one of "
+                f"{sorted(fir.SCHEMAS)}"
+            )
+        s = fir.SCHEMAS[node.op_type]
+        try:
+            s.check_arity(node)
+            s.attribute_values(node)
+        except ArgumentError as exc:
+            raise ModelFormatError(str(exc)) from exc
+        if node.op_type in ("GRU", "FusionGRU"):
+            check_gru_inputs(node)
 
 
 def import_onnx(model: ir.Model) -> ir.Model:
@@ -63,16 +97,55 @@ def _constant(node: ir.Node, value: ir.Value | None, what: str) -> np.ndarray | 
     return constant_input(value, where, "importing it as a fused op needs a constant")
 
 
+def _scalar(node: ir.Node, value: ir.Value | None, what: str, kind: type) -> object | None:
+    """A one-element constant input of the numpy kind `kind`, as a numpy scalar."""
+    array = _constant(node, value, what)
+    if array is None:
+        return None
+    if array.size != 1 or not np.issubdtype(array.dtype, kind):
+        raise ModelFormatError(
+            f"{_where(node)}: input {what} {value.name!r} is {array.dtype} {list(array.shape)}, "
+            f"expected a {np.dtype(kind).name if kind is np.bool_ else 'float'} scalar"
+        )
+    return array.reshape(-1)[0]
+
+
 def _used(value: ir.Value | None) -> bool:
     return value is not None and (bool(value.uses()) or value.is_graph_output())
 
 
+def _attribute(node: ir.Node, name: str, default: object, choices: tuple = ()) -> object:
+    """An attribute's value, of the default's type (a list: of strings or floats) and among
+    `choices` if given (ModelFormatError naming the node otherwise)."""
+    attr = node.attributes.get(name)
+    value = default if attr is None else attr.value
+    if value is None:
+        return None
+    kind = type(default) if default is not None else list
+    if isinstance(value, (list, tuple)) and kind is list:
+        value = list(value)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ModelFormatError(
+            f"{_where(node)}: attribute {name} = {value!r}, expected {kind.__name__}"
+        )
+    if choices and value not in choices:
+        raise ModelFormatError(
+            f"{_where(node)}: attribute {name} = {value!r}, expected one of {list(choices)}"
+        )
+    return value
+
+
 def _gru_activation(node: ir.Node, d: int) -> tuple[str, str]:
     """(gate_activation, activation), one pair for every direction."""
-    names = list(node.attributes.get_strings("activations", ["Sigmoid", "Tanh"] * d))
-    alphas = node.attributes.get_floats("activation_alpha", None)
-    betas = node.attributes.get_floats("activation_beta", None)
-    if len(names) != 2 * d or names[:2] * d != names:
+    names = _attribute(node, "activations", ["Sigmoid", "Tanh"] * d)
+    alphas = _attribute(node, "activation_alpha", None)
+    betas = _attribute(node, "activation_beta", None)
+    if len(names) != 2 * d:
+        raise ModelFormatError(
+            f"{_where(node)}: activations {names}: {len(names)} names, expected {2 * d} (a gate "
+            f"and a candidate activation for each of {d} direction(s))"
+        )
+    if names[:2] * d != names:
         raise UnsupportedOpError(
             f"{_where(node)}: activations {names}: the fused GRU takes one (gate, "
             "candidate) pair for all directions"
@@ -95,29 +168,72 @@ def _gru_activation(node: ir.Node, d: int) -> tuple[str, str]:
     return _ACTIVATIONS[names[0]], _ACTIVATIONS[names[1]]
 
 
+def _float_weight(node: ir.Node, value: ir.Value | None, what: str) -> np.ndarray | None:
+    """A weight input as a constant of a floating type (ONNX GRU's T)."""
+    array = _constant(node, value, what)
+    if array is not None and not np.issubdtype(array.dtype, np.floating):
+        raise ModelFormatError(
+            f"{_where(node)}: input {what} {value.name!r} is {array.dtype}, expected a float type"
+        )
+    return array
+
+
+def _gru_weights(node: ir.Node, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """W [D, 3H, I], R [D, 3H, H] and B [D, 6H] (or None), their shapes checked."""
+    inputs = list(node.inputs) + [None] * 3
+    w, r, b = (_float_weight(node, inputs[i], what) for i, what in ((1, "W"), (2, "R"), (3, "B")))
+    if w is None or r is None:
+        raise ModelFormatError(f"{_where(node)}: inputs W and R are required")
+    oc = r.shape[-1] if r.ndim == 3 else 0
+    if oc == 0 or r.shape != (d, 3 * oc, oc):
+        raise ModelFormatError(
+            f"{_where(node)}: R {list(r.shape)}, expected [{d}, 3 * hidden, hidden] with hidden "
+            f">= 1 ({d} direction(s))"
+        )
+    if w.ndim != 3 or w.shape[:2] != (d, 3 * oc):
+        raise ModelFormatError(
+            f"{_where(node)}: W {list(w.shape)}, expected [{d}, {3 * oc}, input size] for "
+            f"{d} direction(s) of hidden size {oc} (from R)"
+        )
+    if b is not None and b.shape != (d, 6 * oc):
+        raise ModelFormatError(
+            f"{_where(node)}: B {list(b.shape)}, expected [{d}, {6 * oc}] for {d} "
+            f"direction(s) of hidden size {oc}"
+        )
+    return w, r, b
+
+
+def _check_gru_input(node: ir.Node, x: ir.Value | None, input_size: int) -> None:
+    """X is given and, where its shape is known, [steps, batch, input_size]."""
+    if x is not None and x.shape is None:
+        return
+    dims = None if x is None else [d if isinstance(d, int) else str(d) for d in x.shape]
+    if dims is None or len(dims) != 3 or (isinstance(dims[2], int) and dims[2] != input_size):
+        raise ModelFormatError(
+            f"{_where(node)}: input X {dims}, expected [steps, batch, {input_size}] (the input "
+            "size from W)"
+        )
+
+
 def _import_gru(op: OpBuilder, node: ir.Node) -> list[ir.Value]:
     """ONNX GRU (z, r, h gates = our update, reset, candidate; h = (1 - z) * h~ + z * h_prev =
     origin_mode 1) -> FusionGRU in the same padded layout: Wx = W^T, Wh = R^T per direction,
     bias = Wb, bias_h = Rb. Y and Y_h are put back into ONNX's layouts by standard nodes."""
     inputs = list(node.inputs) + [None] * (6 - len(node.inputs))
-    x, w_v, r_v, b_v, lens, h0 = inputs[:6]
-    direction = node.attributes.get_string("direction", "forward")
-    layout = node.attributes.get_int("layout", 0)
+    x, lens, h0 = inputs[0], inputs[4], inputs[5]
+    direction = _attribute(node, "direction", "forward", ("forward", "reverse", "bidirectional"))
+    layout = _attribute(node, "layout", 0, (0, 1))
+    linear_before_reset = _attribute(node, "linear_before_reset", 0, (0, 1))
     if node.attributes.get("clip") is not None:
         raise UnsupportedOpError(f"{_where(node)}: clip is not supported by the fused GRU")
     d = 2 if direction == "bidirectional" else 1
-    w, r = _constant(node, w_v, "W"), _constant(node, r_v, "R")
+    w, r, b = _gru_weights(node, d)
     oc = r.shape[-1]
-    if w.ndim != 3 or w.shape[:2] != (d, 3 * oc) or r.shape != (d, 3 * oc, oc):
-        raise UnsupportedOpError(
-            f"{_where(node)}: W {w.shape} and R {r.shape} do not fit {d} direction(s) of "
-            f"hidden size {oc}"
-        )
-    hidden = node.attributes.get_int("hidden_size", oc)
+    hidden = _attribute(node, "hidden_size", oc)
     if hidden != oc:
         raise ModelFormatError(f"{_where(node)}: hidden_size {hidden}, but R has {oc} columns")
-    b = _constant(node, b_v, "B")
-    b = np.zeros((d, 6 * oc), np.float32) if b is None else b.reshape(d, 6 * oc)
+    _check_gru_input(node, x, w.shape[2])
+    b = np.zeros((d, 6 * oc), np.float32) if b is None else b
     gate, act = _gru_activation(node, d)
     weights = [
         op.const(np.ascontiguousarray(a.transpose(0, 2, 1), np.float32), hint)
@@ -130,7 +246,7 @@ def _import_gru(op: OpBuilder, node: ir.Node) -> list[ir.Value]:
     y_onnx, yh_onnx = (list(node.outputs) + [None, None])[:2]
     attrs = {
         "direction": direction,
-        "linear_before_reset": node.attributes.get_int("linear_before_reset", 0),
+        "linear_before_reset": linear_before_reset,
         "origin_mode": 1,
         "activation": act,
         "gate_activation": gate,
@@ -165,14 +281,27 @@ def _import_dropout(op: OpBuilder, node: ir.Node) -> list[ir.Value] | None:
     if _used(node.outputs[1] if len(node.outputs) > 1 else None):
         return None
     inputs = list(node.inputs) + [None, None]
-    ratio = _constant(node, inputs[1], "ratio")
-    training = _constant(node, inputs[2], "training_mode")
+    ratio = _scalar(node, inputs[1], "ratio", np.floating)
+    training = _scalar(node, inputs[2], "training_mode", np.bool_)
     p = 0.5 if ratio is None else float(ratio)
+    if not is_probability(p):
+        raise ModelFormatError(f"{_where(node)}: ratio {p}, expected a probability in [0, 1]")
     is_test = 0 if training is not None and bool(training) else 1
     seed = node.attributes.get("seed")
     seed_v = None
     if seed is not None and not is_test:
-        seed_v = op.const(np.array([int(seed.value)], np.int64), "seed")
+        # An int by the spec; a float from some exporters (an in-memory model: a file's types
+        # are checked already).
+        value = seed.value
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not (math.isfinite(value) and -(2**63) <= value < 2**63)
+        ):
+            raise ModelFormatError(
+                f"{_where(node)}: attribute seed = {value!r}, expected an int64 value"
+            )
+        seed_v = op.const(np.array([int(value)], np.int64), "seed")
     y = op.Dropout(inputs[0], seed_v, _domain=fir.DOMAIN, _name=node.name, p=p, is_test=is_test)
     return [y]
 

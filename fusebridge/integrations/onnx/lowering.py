@@ -13,6 +13,7 @@ import onnx_ir as ir
 from fusebridge import ir as fir
 from fusebridge.errors import UnsupportedOpError
 from fusebridge.integrations.onnx import pooling, standard_ops, viterbi
+from fusebridge.integrations.onnx.gru_shapes import check_gru_inputs
 from fusebridge.integrations.onnx.standard_ops import OpBuilder
 from fusebridge.kernels import negate_update_gate
 from fusebridge.op_kernels import inference_dropout_scale
@@ -40,6 +41,7 @@ def lower_gru(op: OpBuilder, node: ir.Node) -> list[ir.Value]:
     initial_h; origin_mode 0 by update-gate negation. ONNX Runtime runs only layout 0, so ntc
     is transposed around it."""
     attrs = fir.schema(node.op_type).attribute_values(node)
+    check_gru_inputs(node)
     if attrs["layout"] == "lod":
         raise UnsupportedOpError(
             f"{_where(node)}: layout lod has no ONNX GRU form; the portable export pads it first"

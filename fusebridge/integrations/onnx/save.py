@@ -12,6 +12,8 @@ import onnx
 import onnx_ir as ir
 
 from fusebridge import ir as fir
+from fusebridge.errors import ArgumentError, ModelFormatError
+from fusebridge.integrations.onnx.external_data import all_tensors, is_external
 
 
 def model_proto(model: ir.Model) -> onnx.ModelProto:
@@ -27,9 +29,27 @@ def model_proto(model: ir.Model) -> onnx.ModelProto:
             proto.opset_import.add(domain=domain, version=version)
     proto.ir_version = onnx.helper.find_min_ir_version_for(proto.opset_import, ignore_unknown=True)
     proto.graph.name = proto.graph.name or "fusebridge"
-    # Inferred types and ranks for outputs the frontends left without (the checker wants them).
-    proto = onnx.shape_inference.infer_shapes(proto, strict_mode=True)
-    onnx.checker.check_model(proto, full_check=True)
+    external = [t.name for t in all_tensors(proto.graph) if is_external(t)]
+    if external:
+        # Written as they are, their locations would be read relative to the new file.
+        raise ArgumentError(
+            f"save_onnx: tensor(s) {external} refer to external data; the file is written with "
+            "its weights inline: read them in first (fusebridge.load does; for a model from "
+            "onnx_ir.load, onnx_ir.external_data.load_to_model)"
+        )
+    size, limit = proto.ByteSize(), onnx.checker.MAXIMUM_PROTOBUF
+    if size > limit:
+        raise ArgumentError(
+            f"save_onnx: the model takes {size} bytes with its weights inline, more than the "
+            f"{limit} one protobuf file can hold"
+        )
+    try:
+        # Inferred types and ranks for outputs the frontends left without (the checker wants
+        # them).
+        proto = onnx.shape_inference.infer_shapes(proto, strict_mode=True)
+        onnx.checker.check_model(proto, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        raise ModelFormatError(f"save_onnx: the model is not valid ONNX: {exc}") from exc
     return proto
 
 
