@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge.errors import ArgumentError, ArgumentTypeError
+from fusebridge.errors import ArgumentError, ArgumentTypeError, ModelFormatError
 
 # symbol -> (size, the input that set it, its axis), for one run
 Dims = dict[str, tuple[int, str, int]]
@@ -61,7 +61,13 @@ class FeedSpec:
 
     @classmethod
     def of(cls, value: ir.Value) -> FeedSpec:
-        dtype = None if value.dtype is None else np.dtype(value.dtype.numpy())
+        try:
+            dtype = None if value.dtype is None else np.dtype(value.dtype.numpy())
+        except TypeError:  # UNDEFINED, STRING and the like: nothing a feed could be
+            raise ModelFormatError(
+                f"Session: graph input {value.name!r} has element type {value.dtype}, expected "
+                "a numeric tensor type"
+            ) from None
         if value.shape is None:
             return cls(dtype, None)
         return cls(dtype, tuple(d if isinstance(d, int) else d.value for d in value.shape))

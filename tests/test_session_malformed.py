@@ -584,3 +584,12 @@ def test_read_only_feeds_run_and_are_never_written(label, load, feeds, training)
             snapshot({name: results[1][name]}), snapshot({name: results[0][name]})
         ):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{label} {name}")
+
+
+def test_graph_input_of_undefined_element_type_is_a_model_format_error():
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.UNDEFINED), shape=ir.Shape([2]))
+    y = ir.node("Identity", [x]).outputs[0]
+    y.name = "y"
+    graph = ir.Graph([x], [y], nodes=[y.producer()], opset_imports={"": 17})
+    with pytest.raises(fb.ModelFormatError, match="graph input 'x' has element type UNDEFINED"):
+        fb.Session(ir.Model(graph, ir_version=10))
