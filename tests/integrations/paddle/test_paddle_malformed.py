@@ -634,3 +634,13 @@ def test_unique_names_with_counters_are_the_smallest_free_ones():
     plain = [unique_name(h, taken) for h in ["a", "a", "a", "b", "a", "a@1", "a"]]
     fast = [unique_name(h, counted, last) for h in ["a", "a", "a", "b", "a", "a@1", "a"]]
     assert fast == plain == ["a", "a@1", "a@3", "b", "a@4", "a@1@1", "a@5"]
+
+
+def test_bench_names_a_model_it_cannot_feed(tmp_path):
+    from fusebridge.integrations.paddle.compare import compare_with_paddle
+
+    directory = _one_op(tmp_path, "relu", [])  # one input, no LoD, no embedding
+    message = f"bench {directory}: the benchmark feeds random sentences of word ids"
+    with pytest.raises(UnsupportedOpError, match=re.escape(message)) as caught:
+        compare_with_paddle(directory, peers=())
+    assert "has inputs ['x'] and no embedding lookup" in str(caught.value)

@@ -193,8 +193,8 @@ class Model:
 
 def _run_example(name: str) -> Callable[[ir.Model], object]:
     directory = assets.path(name)
-    words = np.load(directory / "example_words.npy")
-    lengths = [int(n) for n in (directory / "example_lengths.txt").read_text().split()]
+    lengths = [int(n) for n in (directory / "example_lengths.txt").read_text().split()][:2]
+    words = np.load(directory / "example_words.npy")[: sum(lengths)]  # two sentences: fast
 
     def run(loaded: ir.Model) -> object:
         session = fb.Session(loaded)
@@ -266,7 +266,8 @@ def _fingerprint(loaded: ir.Model) -> bytes:
     return ir.to_proto(loaded).SerializeToString(deterministic=True)
 
 
-def test_mutated_programs_raise_only_fusebridge_errors(model, tmp_path):
+def test_mutated_programs_raise_only_fusebridge_errors(model, tmp_path, threads):
+    threads(1)  # hundreds of Sessions: ONNX Runtime makes and ends no thread pool for each
     model_file, _ = find_model_files(model.directory)
     program, params = read_paddle_model(model.directory)
     read = _read_attributes(program, params, str(model.directory))
