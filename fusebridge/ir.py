@@ -24,13 +24,18 @@ IR_VERSION = 10
 OFFSETS_SUFFIX = ".offsets"
 
 
-def unique_name(hint: str, taken: set[str]) -> str:
-    """`hint`, or `hint@k` with the smallest k not in `taken`; added to `taken`."""
-    name, k = hint, 0
+def unique_name(hint: str, taken: set[str], last: dict[str, int] | None = None) -> str:
+    """`hint`, or `hint@k` with the smallest k not in `taken`; added to `taken`. A caller that
+    never removes names from `taken` may keep `last` (hint -> the k given last), so that the
+    n-th name for one hint costs one look-up, not n."""
+    k = last.get(hint, 0) if last is not None else 0
+    name = f"{hint}@{k}" if k else hint
     while name in taken:
         k += 1
         name = f"{hint}@{k}"
     taken.add(name)
+    if last is not None:
+        last[hint] = k
     return name
 
 

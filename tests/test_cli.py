@@ -49,9 +49,11 @@ def test_demo_loads_optimizes_and_runs_the_bundled_tagger():
     assert "optimized tags == unfused tags: True" in out.stdout
     assert f"time per batch over {cli.DEMO_RUNS} runs each after a warm-up run" in out.stdout
     ran = {
-        "unfused": "ONNX Runtime, 3 call(s) (Add x5, Concat x2, Gather x1, MatMul x5, Squeeze x1) "
+        "unfused": "ONNX Runtime, 3 call(s) (Add x5, Concat x2, Gather x1, Less x1, MatMul x5, "
+        "Squeeze x1, Sub x1, Where x1) "
         "+ fusebridge kernels (CRFDecoding x1, GRU x4)",
-        "optimized": "ONNX Runtime, 2 call(s) (Add x1, Gather x1, MatMul x1, Squeeze x1) "
+        "optimized": "ONNX Runtime, 2 call(s) (Add x1, Gather x1, Less x1, MatMul x1, Squeeze x1, "
+        "Sub x1, Where x1) "
         "+ fusebridge kernels (CRFDecoding x1, FusionGRU x2)",
     }
     for variant, what in ran.items():

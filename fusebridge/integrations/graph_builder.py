@@ -16,9 +16,10 @@ class GraphBuilder:
         self.nodes: list[ir.Node] = []
         self.initializers: list[ir.Value] = []
         self._taken: set[str] = set()
+        self._last: dict[str, int] = {}  # names are never given back: unique_name's counters
 
     def unique(self, name: str) -> str:
-        return fir.unique_name(name, self._taken)
+        return fir.unique_name(name, self._taken, self._last)
 
     def const(self, array: np.ndarray, name: str) -> ir.Value:
         """A new initializer (never a changed shared one)."""

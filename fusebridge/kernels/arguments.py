@@ -64,12 +64,12 @@ def is_probability(p: float) -> bool:
     return not math.isnan(p) and 0.0 <= p <= 1.0
 
 
-def as_probability(p: object, op: str) -> float:
+def as_probability(p: object, op: str, name: str = "p") -> float:
     """p rounded to float32 (the precision the bit contract compares in)."""
     if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)):
-        raise ArgumentTypeError(f"{op}: p must be a real number, got {type(p).__name__}")
+        raise ArgumentTypeError(f"{op}: {name} must be a real number, got {type(p).__name__}")
     if not is_probability(p):
-        raise ArgumentError(f"{op}: p must lie in [0, 1], got {p}")
+        raise ArgumentError(f"{op}: {name} must lie in [0, 1], got {p}")
     return float(np.float32(p))
 
 

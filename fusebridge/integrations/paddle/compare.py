@@ -21,6 +21,7 @@ import numpy as np
 
 import fusebridge as fb
 from fusebridge import kernels
+from fusebridge.errors import UnsupportedOpError
 from fusebridge.progress import Progress
 
 PEERS = ("paddle_executor", "paddle_inference", "paddle_inference_onednn")
@@ -34,9 +35,22 @@ def _batch(vocab: int, n: int, seed: int) -> tuple[np.ndarray, list[int]]:
     return ids, lengths
 
 
-def _vocab(model) -> int:
-    gather = next(n for n in model.graph if n.op_type == "Gather")
-    return int(gather.inputs[0].const_value.shape[0])
+def _word_input(model, session: fb.Session, model_dir: Path) -> tuple[str, int]:
+    """(the input, the vocabulary size) of a model that looks its one LoD input up in an
+    embedding table: the kind of model the benchmark makes random sentences for."""
+    gather = next((n for n in model.graph if n.op_type == "Gather"), None)
+    lod = [n for n in session.input_names if f"{n}.offsets" in {v.name for v in model.graph.inputs}]
+    if len(session.input_names) != 1 or not lod or gather is None:
+        raise UnsupportedOpError(
+            f"bench {model_dir}: the benchmark feeds random sentences of word ids, so it takes a "
+            "model with one LoD input looked up in an embedding table (lookup_table); this one "
+            f"has inputs {session.input_names}"
+            + ("" if gather is not None else " and no embedding lookup")
+        )
+    table = gather.inputs[0].const_value
+    if table is None:
+        raise UnsupportedOpError(f"bench {model_dir}: the embedding table is computed in the graph")
+    return lod[0], int(table.shape[0])
 
 
 def best_and_median_ms(fn, repeat: int) -> tuple[float, float]:
@@ -81,8 +95,7 @@ def compare_with_paddle(
     model = fb.load(model_dir)
     optimized, _ = fb.optimize(model)
     session = fb.Session(optimized)
-    (feed,) = session.input_names
-    vocab = _vocab(model)
+    feed, vocab = _word_input(model, session, model_dir)
     threads = kernels.get_num_threads()
     rows = []
     with (

@@ -10,28 +10,41 @@ taken to match the other operand's, as Paddle's own InferShape does when it cann
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx_ir as ir
 
 from fusebridge import ir as fir
-from fusebridge.errors import UnsupportedOpError
+from fusebridge.errors import ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.paddle.op_converters import (
     _PADDLE_DTYPES,
     _attr,
+    _axis,
     _choice,
+    _names,
+    _num_col_dims,
     _one,
+    _permutation,
+    _shown,
     _weight_2d,
     converter,
+    dropout_attributes,
     elementwise_operands,
     elementwise_placement,
+    number,
 )
 from fusebridge.integrations.paddle.program_desc import OpDesc
 
+# fill_constant is made a constant at load up to this many elements; a larger one is made at
+# run time (ConstantOfShape), when the model runs and asks for it.
+_MAX_CONSTANT_ELEMENTS = 1 << 20
+_INT64_MAX = (1 << 63) - 1
 
-def _target(op: OpDesc, slot: str) -> str | None:
+
+def _target(cx, op: OpDesc, slot: str) -> str | None:
     """The variable a gradient output slot writes, or None when Paddle left it empty."""
-    names = op.outputs.get(slot, ())
-    return names[0] if names else None
+    return _one(cx, op, slot, outputs=True) if _names(op, slot, outputs=True) else None
 
 
 def _declared_shape(cx, var: str) -> tuple[int, ...]:
@@ -67,24 +80,49 @@ def _last_two_swapped(cx, value: ir.Value, rank: int, name: str) -> ir.Value:
 @converter("fill_constant", lod=None)
 def _fill_constant(cx, op: OpDesc) -> None:
     for slot in ("ShapeTensor", "ShapeTensorList", "ValueTensor"):
-        if op.inputs.get(slot):
+        if _names(op, slot):
             raise UnsupportedOpError(
                 f"{cx.where()}: input {slot} (a shape or value computed in the graph) is not "
                 "supported; only the shape and value attributes"
             )
     dtype = _PADDLE_DTYPES[_choice(cx, op, "dtype", tuple(_PADDLE_DTYPES))]
-    shape = [int(d) for d in _attr(cx, op, "shape", [])]
+    shape = _attr(cx, op, "shape", "ints", [])
     if any(d < 0 for d in shape):
-        raise UnsupportedOpError(f"{cx.where()}: shape {shape} has a size known only at run time")
-    text = _attr(cx, op, "str_value", "")  # Paddle's exact spelling of the value, when given
-    value = float(text) if text else float(_attr(cx, op, "value", 0.0))
+        raise UnsupportedOpError(
+            f"{cx.where()}: shape {_shown.repr(shape)} has a size known only at run time"
+        )
+    if math.prod(shape) > _INT64_MAX:
+        raise ModelFormatError(
+            f"{cx.where()}: shape {_shown.repr(shape)} has more than 2**63 - 1 elements"
+        )
+    text = _attr(cx, op, "str_value", "str", "")  # Paddle's exact spelling of the value
+    value = _attr(cx, op, "value", "float", 0.0)
+    if text:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ModelFormatError(
+                f"{cx.where()}: attribute str_value = {text!r} is not a number"
+            ) from None
+    fill = number(cx, value, dtype.numpy(), "value")
     out = _one(cx, op, "Out", outputs=True)
-    cx.define(out, cx.const(np.full(shape, value, dtype.numpy()), out))
+    if math.prod(shape) > _MAX_CONSTANT_ELEMENTS:
+        # Made at run time: the file's few bytes must not make load allocate gigabytes.
+        result = cx.add(
+            "ConstantOfShape",
+            [cx.ints(shape, f"{out}/shape")],
+            {"value": ir.tensor(fill.reshape(1))},
+            name=out,
+            dtype=dtype,
+        )
+        cx.define(out, result)
+        return
+    cx.define(out, cx.const(np.full(shape, fill), out))
 
 
 @converter("mean_grad", lod=None)
 def _mean_grad(cx, op: OpDesc) -> None:
-    target = _target(op, "X@GRAD")
+    target = _target(cx, op, "X@GRAD")
     if target is None:
         return
     x, dout = cx.value(_one(cx, op, "X")), cx.value(_one(cx, op, "Out@GRAD"))
@@ -101,7 +139,7 @@ def _mean_grad(cx, op: OpDesc) -> None:
 # -- activations: the gradient from the forward's output -------------------------------------
 @converter("tanh_grad", "sigmoid_grad", "relu_grad", lod=None)
 def _activation_grad(cx, op: OpDesc) -> None:
-    target = _target(op, "X@GRAD")
+    target = _target(cx, op, "X@GRAD")
     if target is None:
         return
     y, dout = cx.value(_one(cx, op, "Out")), cx.value(_one(cx, op, "Out@GRAD"))
@@ -123,11 +161,11 @@ def _activation_grad(cx, op: OpDesc) -> None:
 @converter("softmax_grad", lod=None)
 def _softmax_grad(cx, op: OpDesc) -> None:
     # dx = y * (dy - sum(dy * y) along the axis)
-    target = _target(op, "X@GRAD")
+    target = _target(cx, op, "X@GRAD")
     if target is None:
         return
     y, dout = cx.value(_one(cx, op, "Out")), cx.value(_one(cx, op, "Out@GRAD"))
-    axis = int(_attr(cx, op, "axis", -1))
+    axis = _axis(cx, op, "axis", cx.rank_of(_one(cx, op, "Out")), -1)
     weighted = cx.add("Mul", [dout, y], name=f"{target}/dy*y")
     total = cx.add(
         "ReduceSum",
@@ -148,7 +186,7 @@ def _elementwise_grad(cx, op: OpDesc) -> None:
     kind = op.type.split("_")[1]
     operands = None
     for i, slot in enumerate(("X@GRAD", "Y@GRAD")):
-        target = _target(op, slot)
+        target = _target(cx, op, slot)
         if target is None:
             continue
         grad = dout
@@ -168,9 +206,9 @@ def _elementwise_grad(cx, op: OpDesc) -> None:
 def _mul_grad(cx, op: OpDesc) -> None:
     # out2d = x2d @ y2d: dx2d = dout2d @ y2d^T, dy2d = x2d^T @ dout2d, reshaped back.
     xv, yv = _one(cx, op, "X"), _one(cx, op, "Y")
-    x_cols = int(_attr(cx, op, "x_num_col_dims", 1))
-    y_cols = int(_attr(cx, op, "y_num_col_dims", 1))
-    dx_var, dy_var = _target(op, "X@GRAD"), _target(op, "Y@GRAD")
+    x_cols = _num_col_dims(cx, op, "x_num_col_dims", xv)
+    y_cols = _num_col_dims(cx, op, "y_num_col_dims", yv)
+    dx_var, dy_var = _target(cx, op, "X@GRAD"), _target(cx, op, "Y@GRAD")
     name = dx_var or dy_var
     if name is None:
         return
@@ -194,7 +232,7 @@ def _matmul_grad(cx, op: OpDesc, tx: str, ty: str, alpha: float) -> None:
     ranks = {v: cx.rank_of(v) for v in (xv, yv)}
     if min(ranks.values()) < 2:
         raise UnsupportedOpError(f"{cx.where()}: 1-D operands are not supported, got {ranks}")
-    trans_x, trans_y = bool(_attr(cx, op, tx, False)), bool(_attr(cx, op, ty, False))
+    trans_x, trans_y = _attr(cx, op, tx, "bool", False), _attr(cx, op, ty, "bool", False)
     values = {xv: cx.value(xv), yv: cx.value(yv), dv: cx.value(dv)}
     out_rank = max(ranks.values())
 
@@ -208,7 +246,7 @@ def _matmul_grad(cx, op: OpDesc, tx: str, ty: str, alpha: float) -> None:
         yv: (dv, True, xv, trans_x) if trans_y else (xv, not trans_x, dv, False),
     }
     for var, slot in ((xv, "X@GRAD"), (yv, "Y@GRAD")):
-        target = _target(op, slot)
+        target = _target(cx, op, slot)
         if target is None:
             continue
         a, ta, b, tb = products[var]
@@ -216,7 +254,8 @@ def _matmul_grad(cx, op: OpDesc, tx: str, ty: str, alpha: float) -> None:
         right = swapped(b, target) if tb else values[b]
         grad = cx.add("MatMul", [left, right], name=f"{target}/matmul")
         if alpha != 1.0:
-            scale = cx.const(np.array(alpha, grad.dtype.numpy()), f"{target}/alpha")
+            alpha_value = number(cx, alpha, grad.dtype.numpy(), "alpha")
+            scale = cx.const(alpha_value, f"{target}/alpha")
             grad = cx.add("Mul", [grad, scale], name=f"{target}/scaled")
         grad = _sum_to(cx, grad, var, out_rank - ranks[var], 0, target)
         cx.define(target, grad)
@@ -229,15 +268,15 @@ def _matmul_v2_grad(cx, op: OpDesc) -> None:
 
 @converter("matmul_grad", lod=None)
 def _matmul_v1_grad(cx, op: OpDesc) -> None:
-    _matmul_grad(cx, op, "transpose_X", "transpose_Y", float(_attr(cx, op, "alpha", 1.0)))
+    _matmul_grad(cx, op, "transpose_X", "transpose_Y", _attr(cx, op, "alpha", "float", 1.0))
 
 
 @converter("transpose2_grad", lod=None)
 def _transpose_grad(cx, op: OpDesc) -> None:
-    target = _target(op, "X@GRAD")
+    target = _target(cx, op, "X@GRAD")
     if target is None:
         return
-    perm = [int(a) for a in _attr(cx, op, "axis")]
+    perm = _permutation(cx, op, _one(cx, op, "Out@GRAD"))
     inverse = [int(i) for i in np.argsort(perm)]
     dout = cx.value(_one(cx, op, "Out@GRAD"))
     cx.define(target, cx.add("Transpose", [dout], {"perm": inverse}, name=target))
@@ -246,10 +285,10 @@ def _transpose_grad(cx, op: OpDesc) -> None:
 # -- dropout -----------------------------------------------------------------------------
 @converter("dropout_grad", lod=None)
 def _dropout_grad(cx, op: OpDesc) -> None:
-    target = _target(op, "X@GRAD")
+    target = _target(cx, op, "X@GRAD")
     if target is None:
         return
-    if _attr(cx, op, "is_test", False):
+    if _attr(cx, op, "is_test", "bool", False):
         raise UnsupportedOpError(f"{cx.where()}: is_test = true has no backward")
     mask_var = _one(cx, op, "Mask")
     mask = cx.value(mask_var)
@@ -258,15 +297,6 @@ def _dropout_grad(cx, op: OpDesc) -> None:
         raise UnsupportedOpError(
             f"{cx.where()}: Mask {mask_var!r} must be the Mask output of a training dropout op"
         )
-    attrs = {
-        "p": float(_attr(cx, op, "dropout_prob", 0.5)),
-        "mode": _choice(
-            cx,
-            op,
-            "dropout_implementation",
-            ("downgrade_in_infer", "upscale_in_train"),
-            "downgrade_in_infer",
-        ),
-    }
+    attrs = dropout_attributes(cx, op)
     dout = cx.value(_one(cx, op, "Out@GRAD"))
     cx.define(target, cx.add("DropoutGrad", [dout, mask], attrs, name=target, domain=fir.DOMAIN))

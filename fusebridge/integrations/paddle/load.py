@@ -20,7 +20,7 @@ from fusebridge import ir as fir
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.graph_builder import GraphBuilder
 from fusebridge.integrations.paddle import grad_converters  # noqa: F401 (registers them)
-from fusebridge.integrations.paddle.op_converters import CONVERTERS, KEEPS_LOD
+from fusebridge.integrations.paddle.op_converters import CONVERTERS, KEEPS_LOD, _one, read_attr
 from fusebridge.integrations.paddle.params import read_paddle_model
 from fusebridge.integrations.paddle.program_desc import BlockDesc, OpDesc, ProgramDesc
 
@@ -39,14 +39,20 @@ class ProgramConverter(GraphBuilder):
         self.values: dict[str, ir.Value] = {}
         self.offsets: dict[str, ir.Value] = {}
         self._fetched: set[ir.Value] = set()
+        # Values by name (names are unique in the graph), indexed up to these counts of nodes
+        # and initializers: _holder finds a name without a scan of the graph per fetch.
+        self._by_name: dict[str, ir.Value] = {}
+        self._indexed = (0, 0)
         self.op: OpDesc | None = None  # the op being converted, for messages
+        self.op_index = 0
         # Every variable some op reads (a dropout makes its mask only when one reads it).
         self.read = {v for op in self.block.ops for names in op.inputs.values() for v in names}
 
     # -- names and values -------------------------------------------------------------------
     def where(self) -> str:
-        op = self.op
-        return f"paddle op {op.type!r}" if op else f"paddle model {self.source}"
+        if self.op is None:
+            return f"paddle model {self.source}"
+        return _op_where(self.source, self.op_index, self.op)
 
     def dtype_of(self, var: str) -> ir.DataType | None:
         desc = self.block.vars.get(var)
@@ -117,17 +123,20 @@ class ProgramConverter(GraphBuilder):
                 + "; ".join(listed.values())
                 + f". Supported: {', '.join(sorted(CONVERTERS))}"
             )
-        training = is_training_program(self.block)
+        training = any(self._role(i, op) & _BACKWARD_ROLE for i, op in enumerate(ops))
         inputs: list[tuple[int, list[ir.Value]]] = []
         outputs: list[tuple[int, list[ir.Value]]] = []
         if training and not any(op.type == "feed" for op in ops):
             inputs = [(k, self._input(var)) for k, var in enumerate(_data_vars(self.block))]
-        for op in ops:
-            self.op = op
+        columns: dict[str, dict[int, int]] = {"feed": {}, "fetch": {}}
+        for index, op in enumerate(ops):
+            self.op, self.op_index = op, index
             if op.type == "feed":
-                inputs.append((int(op.attrs.get("col", 0)), self._input(op.outputs["Out"][0])))
+                col = self._column(columns["feed"])
+                inputs.append((col, self._input(_one(self, op, "Out", outputs=True))))
             elif op.type == "fetch":
-                outputs.append(self._fetch(op.inputs["X"][0], int(op.attrs.get("col", 0))))
+                col = self._column(columns["fetch"])
+                outputs.append(self._fetch(_one(self, op, "X"), col))
             else:
                 CONVERTERS[op.type](self, op)
                 self._carry_lod(op)
@@ -152,14 +161,29 @@ class ProgramConverter(GraphBuilder):
         )
         return ir.Model(graph, ir_version=fir.IR_VERSION, producer_name="fusebridge")
 
+    def _role(self, index: int, op: OpDesc) -> int:
+        """The op's OpRole bits (0 when it has none)."""
+        return read_attr(op, "op_role", "int", 0, _op_where(self.source, index, op))
+
+    def _column(self, taken: dict[int, int]) -> int:
+        """The current feed or fetch op's `col`: where its variable goes in the list of inputs
+        or outputs; each column once."""
+        col = read_attr(self.op, "col", "int", 0, self.where())
+        if col < 0 or col in taken:
+            problem = "is negative" if col < 0 else f"is taken by op {taken[col]} already"
+            raise ModelFormatError(f"{self.where()}: attribute col = {col} {problem}")
+        taken[col] = self.op_index
+        return col
+
     def _input(self, var: str) -> list[ir.Value]:
         """The graph input(s) for fed variable `var`: its data, and its offsets with LoD."""
         desc = self.block.vars.get(var)
         if desc is None or desc.dtype is None:
-            raise ModelFormatError(f"paddle feed {var!r}: no VarDesc with a data type")
+            raise ModelFormatError(f"{self.where()}: feed {var!r} has no VarDesc with a data type")
         if desc.lod_level > 1:
             raise UnsupportedOpError(
-                f"paddle feed {var!r}: lod_level {desc.lod_level}; only level-1 LoD is supported"
+                f"{self.where()}: feed {var!r} has lod_level {desc.lod_level}; only level-1 LoD "
+                "is supported"
             )
         shape = ir.Shape([d if d >= 0 else None for d in desc.shape])
         value = ir.Value(name=self.unique(var), shape=shape, type=ir.TensorType(self.dtype_of(var)))
@@ -190,8 +214,8 @@ class ProgramConverter(GraphBuilder):
         the gradient of every parameter that has one, by parameter name."""
         losses = [
             name[: -len(GRAD_SUFFIX)]
-            for op in self.block.ops
-            if op.type == "fill_constant" and int(op.attrs.get("op_role", 0)) & _LOSS_ROLE
+            for i, op in enumerate(self.block.ops)
+            if op.type == "fill_constant" and self._role(i, op) & _LOSS_ROLE
             for name in op.outputs.get("Out", ())
             if name.endswith(GRAD_SUFFIX)
         ]
@@ -208,21 +232,27 @@ class ProgramConverter(GraphBuilder):
         if value.name == name and value.producer() is not None and value not in self._fetched:
             self._fetched.add(value)
             return value
-        holder = next(
-            (
-                v
-                for v in [*(o for n in self.nodes for o in n.outputs), *self.initializers]
-                if v.name == name and v not in self._fetched
-            ),
-            None,
-        )
+        holder = self._holder(name)
         if holder is not None:
             holder.name = self.unique(name)  # also renames an initializer's tensor
+            self._by_name[holder.name] = holder
         out = self.add("Identity", [value], name=name)
         if holder is not None:  # add() made the name unique; it is free now
             out.name = out.producer().name = name
         self._fetched.add(out)
         return out
+
+    def _holder(self, name: str) -> ir.Value | None:
+        """The node output or initializer named `name`, unless it is a graph output already."""
+        nodes, initializers = self._indexed
+        for node in self.nodes[nodes:]:
+            self._by_name.update((o.name, o) for o in node.outputs)
+        self._by_name.update((v.name, v) for v in self.initializers[initializers:])
+        self._indexed = (len(self.nodes), len(self.initializers))
+        value = self._by_name.get(name)
+        if value is None or value.name != name or value in self._fetched:
+            return None  # renamed since it was indexed, or fetched
+        return value
 
     def _carry_lod(self, op: OpDesc) -> None:
         slot = KEEPS_LOD.get(op.type)
@@ -242,9 +272,9 @@ GRAD_SUFFIX = "@GRAD"
 _BACKWARD_ROLE, _LOSS_ROLE = 0x1, 0x100
 
 
-def is_training_program(block: BlockDesc) -> bool:
-    """Whether the block holds the ops paddle.static.append_backward adds."""
-    return any(int(op.attrs.get("op_role", 0)) & _BACKWARD_ROLE for op in block.ops)
+def _op_where(source: str, index: int, op: OpDesc) -> str:
+    """How errors name an op: the model, the op's type and its place in block 0."""
+    return f"paddle model {source}: paddle op {op.type!r} (op {index} of block 0)"
 
 
 def _data_vars(block: BlockDesc) -> list[str]:

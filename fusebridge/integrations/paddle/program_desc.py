@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import ml_dtypes
@@ -66,6 +66,9 @@ class OpDesc:
     inputs: dict[str, tuple[str, ...]]
     outputs: dict[str, tuple[str, ...]]
     attrs: dict[str, object]
+    # Each attribute's AttrType as the file declares it (ATTR_TYPE_NAMES): readers check it, so
+    # that a STRING 'False' is never read where Paddle declares a BOOLEAN.
+    attr_types: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,30 @@ _ATTR_VALUE: dict[int, tuple[str, object]] = {
     16: ("scalar", 0),
     17: ("scalars", None),
 }
+
+# AttrType names (framework.proto), for messages.
+ATTR_TYPE_NAMES = {
+    0: "INT",
+    1: "FLOAT",
+    2: "STRING",
+    3: "INTS",
+    4: "FLOATS",
+    5: "STRINGS",
+    6: "BOOLEAN",
+    7: "BOOLEANS",
+    8: "BLOCK",
+    9: "LONG",
+    10: "BLOCKS",
+    11: "LONGS",
+    12: "FLOAT64S",
+    13: "VAR",
+    14: "VARS",
+    15: "FLOAT64",
+    16: "SCALAR",
+    17: "SCALARS",
+}
+_BLOCK_ATTR, _BLOCKS_ATTR = 8, 10
+_INT64_MAX = (1 << 63) - 1
 
 _WIRE = {"int32": 0, "int64": 0, "bool": 0, "float": 5, "double": 1, "string": 2, "msg": 2}
 _FIXED = {"float": struct.Struct("<f"), "double": struct.Struct("<d")}
@@ -312,6 +339,7 @@ def _var(buf: bytes | memoryview, span: _Span, where: str) -> VarDesc:
             _require(dense, ("tensor",), f"{what}: {key}", tensor_span)
             tensor_span, lod_level = dense["tensor"], dense.get("lod_level", 0)
         dtype, shape = parse_tensor_desc(buf, *tensor_span, f"{what}: {key}")
+        _check_declared_shape(shape, lod_level, f"{what}: {key}", tensor_span[0])
         break
     return VarDesc(
         name=fields["name"],
@@ -322,6 +350,20 @@ def _var(buf: bytes | memoryview, span: _Span, where: str) -> VarDesc:
         persistable=fields.get("persistable", False),
         need_check_feed=fields.get("need_check_feed", False),
     )
+
+
+def _check_declared_shape(shape: tuple[int, ...], lod_level: int, what: str, pos: int) -> None:
+    """A VarDesc's dims are sizes or -1 (unknown); their known product must fit in int64, as
+    Paddle's numel does. Later code multiplies them without further checks."""
+    if any(d < -1 for d in shape):
+        _fail(what, f"dims {list(shape)}: a size below -1 (-1 = unknown)", pos)
+    known = 1
+    for d in shape:
+        known *= max(d, 1)
+        if known > _INT64_MAX:
+            _fail(what, f"dims {list(shape)}: more than 2**63 - 1 elements", pos)
+    if lod_level < 0:
+        _fail(what, f"negative lod_level {lod_level}", pos)
 
 
 def _scalar(buf: bytes | memoryview, span: _Span, what: str) -> bool | int | float | complex:
@@ -339,20 +381,21 @@ def _scalar(buf: bytes | memoryview, span: _Span, what: str) -> bool | int | flo
     _fail(what, f"unknown scalar type {kind}", span[0])
 
 
-def _attr(buf: bytes | memoryview, span: _Span, op: str, index: int) -> tuple[str, object]:
+def _attr(buf: bytes | memoryview, span: _Span, op: str, index: int) -> tuple[str, int, object]:
+    """(name, AttrType, value) of one OpDesc.Attr."""
     label = ("name", lambda n: f"{op}: attribute {n!r}")
     fields, what = _decode(buf, span, _ATTR, f"{op}: attribute {index}", label)
     _require(fields, ("name", "type"), what, span)
     kind = fields["type"]
     if kind not in _ATTR_VALUE:
         _fail(what, f"unknown attribute type {kind}", span[0])
-    field, default = _ATTR_VALUE[kind]
-    value = fields.get(field, [] if default is None else default)
-    if field == "scalar":
+    field_name, default = _ATTR_VALUE[kind]
+    value = fields.get(field_name, [] if default is None else default)
+    if field_name == "scalar":
         value = _scalar(buf, fields["scalar"], what) if "scalar" in fields else 0
-    elif field == "scalars":
+    elif field_name == "scalars":
         value = [_scalar(buf, s, what) for s in value]
-    return fields["name"], value
+    return fields["name"], kind, value
 
 
 def _slots(buf: bytes | memoryview, spans: list[_Span], what: str) -> dict[str, tuple[str, ...]]:
@@ -360,6 +403,9 @@ def _slots(buf: bytes | memoryview, spans: list[_Span], what: str) -> dict[str, 
     for span in spans:
         fields, _ = _decode(buf, span, _OP_VAR, what)
         _require(fields, ("parameter",), what, span)
+        # Paddle keeps slots in a map: a second one of a name is not something it writes.
+        if fields["parameter"] in slots:
+            _fail(what, f"duplicate slot {fields['parameter']!r}", span[0])
         slots[fields["parameter"]] = tuple(fields.get("arguments", ()))
     return slots
 
@@ -367,12 +413,19 @@ def _slots(buf: bytes | memoryview, spans: list[_Span], what: str) -> dict[str, 
 def _op(buf: bytes | memoryview, span: _Span, where: str) -> OpDesc:
     fields, what = _decode(buf, span, _OP, where, ("type", lambda t: f"{where} ({t})"))
     _require(fields, ("type",), what, span)
-    attrs = dict(_attr(buf, s, what, i) for i, s in enumerate(fields.get("attrs", ())))
+    attrs: dict[str, object] = {}
+    attr_types: dict[str, int] = {}
+    for i, attr_span in enumerate(fields.get("attrs", ())):
+        name, kind, value = _attr(buf, attr_span, what, i)
+        if name in attrs:
+            _fail(f"{what}: attribute {name!r}", "duplicate attribute", attr_span[0])
+        attrs[name], attr_types[name] = value, kind
     return OpDesc(
         type=fields["type"],
         inputs=_slots(buf, fields.get("inputs", []), f"{what}: inputs"),
         outputs=_slots(buf, fields.get("outputs", []), f"{what}: outputs"),
         attrs=attrs,
+        attr_types=attr_types,
     )
 
 
@@ -398,8 +451,32 @@ def parse_program_desc(data: bytes) -> ProgramDesc:
     )
     if not blocks:
         raise ModelFormatError("ProgramDesc: no blocks (is this a Paddle legacy model file?)")
+    _check_block_references(blocks)
     version = 0
     if "version" in fields:
         version_fields, _ = _decode(buf, fields["version"], _VERSION, "ProgramDesc: version")
         version = version_fields.get("version", 0)
     return ProgramDesc(blocks, version)
+
+
+def _check_block_references(blocks: tuple[BlockDesc, ...]) -> None:
+    """Block i has idx i, a parent before it (block 0: -1), and every BLOCK/BLOCKS attribute
+    (sub_block of while, conditional_block, ...) names a block of the program."""
+    for i, block in enumerate(blocks):
+        what = f"ProgramDesc: block {i}"
+        if block.idx != i:
+            raise ModelFormatError(f"{what}: idx {block.idx}, expected its position {i}")
+        expected = "-1" if i == 0 else f"a block in [0, {i})"
+        if (block.parent_idx != -1) if i == 0 else not 0 <= block.parent_idx < i:
+            raise ModelFormatError(f"{what}: parent_idx {block.parent_idx}, expected {expected}")
+        for k, op in enumerate(block.ops):
+            for name, kind in op.attr_types.items():
+                if kind not in (_BLOCK_ATTR, _BLOCKS_ATTR):
+                    continue
+                value = op.attrs[name]
+                targets = value if kind == _BLOCKS_ATTR else [value]
+                if any(not 0 <= t < len(blocks) for t in targets):
+                    raise ModelFormatError(
+                        f"{what}, op {k} ({op.type}): attribute {name!r} = {value}: block index "
+                        f"outside the program's {len(blocks)} blocks [0, {len(blocks)})"
+                    )

@@ -226,7 +226,8 @@ def test_every_attribute_type():
         attr("absent_int", 0),
         attr("absent_ints", 3),
     ]
-    data = program_desc(block_desc(0, -1, [], [op_desc("everything", attrs=attrs)]))
+    everything = block_desc(0, -1, [], [op_desc("everything", attrs=attrs)])
+    data = program_desc(everything, block_desc(1, 0), block_desc(2, 0))  # the blocks named
     got = parse_program_desc(data).blocks[0].ops[0].attrs
     assert got == {
         "int": -5,
