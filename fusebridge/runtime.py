@@ -10,7 +10,6 @@ backend="reference" runs the whole model on onnx.reference with the NumPy oracle
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -187,8 +186,8 @@ def _body(node: ir.Node, attribute: str) -> ir.Graph:
 def _ort_error(what: str, label: str, group: list[ir.Node], exc: Exception) -> ExecutionError:
     """ONNX Runtime's exception as ours, naming the partition and, where ONNX Runtime's text
     names one by its name only ("... node. Name:'x' ..."), the node with its op type."""
-    named = re.search(r"Name:'([^']*)'", str(exc))
-    node = next((n for n in group if named and n.name == named.group(1)), None)
+    # Looked up by the whole quoted name: a name may hold quotes itself (Paddle's id check).
+    node = next((n for n in group if n.name and f"Name:'{n.name}'" in str(exc)), None)
     at = f", at {describe(node)}" if node is not None else ""
     return ExecutionError(f"Session: {what} {label}{at}: {exc}")
 

@@ -5,6 +5,7 @@ into a feed, read-only feeds included."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -124,7 +125,7 @@ def test_onnxruntime_error_names_the_partition_and_node(tagger):
     with pytest.raises(fb.ExecutionError) as caught:
         tagger.run({"words": fb.LoDTensor(ids, lengths=[3])})
     message = str(caught.value)
-    assert "ONNX partition [Squeeze, Gather]" in message
+    assert re.search(r"ONNX partition \[Squeeze, .*Gather\]", message)  # (Paddle's id check)
     assert "(it reads input(s) ['words'])" in message
     assert ", at Gather node '" in message
     assert caught.value.__cause__ is not None
