@@ -23,13 +23,18 @@ IR_VERSION = 10
 OFFSETS_SUFFIX = ".offsets"
 
 
-def unique_name(hint: str, taken: set[str]) -> str:
-    """`hint`, or `hint@k` with the smallest k not in `taken`; added to `taken`."""
-    name, k = hint, 0
+def unique_name(hint: str, taken: set[str], suffixes: dict[str, int] | None = None) -> str:
+    """`hint`, or `hint@k` with the smallest k not in `taken`; added to `taken`. `suffixes`
+    (hint -> the k given last), kept by a caller that only adds to `taken`, makes the search
+    start there: n names from one hint cost n steps, not n^2 / 2."""
+    k = suffixes.get(hint, 0) if suffixes is not None else 0
+    name = f"{hint}@{k}" if k else hint
     while name in taken:
         k += 1
         name = f"{hint}@{k}"
     taken.add(name)
+    if suffixes is not None:
+        suffixes[hint] = k
     return name
 
 
@@ -262,6 +267,22 @@ SCHEMAS: dict[str, OpSchema] = {
             "The pass cancel_reorders removes a PaddedToLoD -> LoDToPadded pair over the same "
             "offsets (between stacked GRUs).",
             output_ranks=("X-1",),
+        ),
+        OpSchema(
+            "SequenceLengths",
+            ("lengths", "X"),
+            ("seq_lens",),
+            (
+                Attribute("axis", 0, (0, 1), "X's time axis: X is [T, N, ...] (0) or [N, T, ...]"),
+                Attribute("minimum", 0, (0, 1), "the shortest length allowed"),
+                Attribute("source", "", doc="what the lengths are, named in errors"),
+            ),
+            "Sequence lengths [N] of any real or integer type (MXNet passes them as floats) "
+            "as int64, each checked to be a whole number in [minimum, T] (T and N from X): a "
+            "NaN, an infinity, a fraction or a length past the data is an error naming "
+            "`source`, where a cast would hand a kernel INT64_MIN.",
+            ("int64",),
+            (1,),
         ),
         OpSchema(
             "SequencePool",

@@ -9,7 +9,7 @@ from onnx.reference.op_run import OpRun
 
 from fusebridge import ir as fir
 from fusebridge.kernels import reference
-from fusebridge.op_kernels import gru_call, inference_dropout_scale
+from fusebridge.op_kernels import gru_call, inference_dropout_scale, sequence_lengths
 
 
 class _FusebridgeOp(OpRun):
@@ -139,6 +139,11 @@ class PaddedToLoD(_FusebridgeOp):
         return (reference.padded_to_lod(padded, offsets, self.attrs()["layout"]),)
 
 
+class SequenceLengths(_FusebridgeOp):
+    def _run(self, lengths, x, **_):
+        return (sequence_lengths(lengths, x, self.attrs()),)
+
+
 OPS = [
     GRU,
     FusionGRU,
@@ -149,6 +154,7 @@ OPS = [
     SoftmaxDropoutGrad,
     CRFDecoding,
     SequencePool,
+    SequenceLengths,
     LoDToPadded,
     PaddedToLoD,
 ]

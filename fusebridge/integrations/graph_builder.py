@@ -16,9 +16,10 @@ class GraphBuilder:
         self.nodes: list[ir.Node] = []
         self.initializers: list[ir.Value] = []
         self._taken: set[str] = set()
+        self._suffixes: dict[str, int] = {}  # for unique_name: linear in the names made
 
     def unique(self, name: str) -> str:
-        return fir.unique_name(name, self._taken)
+        return fir.unique_name(name, self._taken, self._suffixes)
 
     def const(self, array: np.ndarray, name: str) -> ir.Value:
         """A new initializer (never a changed shared one)."""
