@@ -33,7 +33,7 @@ from fusebridge.integrations.mxnet.symbol import (
 )
 
 _REQUIRED = object()
-_CONST_SLACK = 64 << 20  # bytes of constants a graph may make beyond its parameters' multiple
+_FOLD_SLACK = 64 << 20  # bytes a graph may fold at load beyond its parameters' multiple
 _PARSERS = {
     "int": parse_int,
     "float": parse_float,
@@ -70,10 +70,10 @@ class SymbolConverter(GraphBuilder):
         self.inputs: list[ir.Value] = []
         self.node: MXNode | None = None
         self.index = -1  # self.node's position in symbol.nodes
-        # Constants made at load (parameters, folds, small fills) may take this many bytes: a
-        # gluon export needs at most 4x its parameters (an RNN's are reshaped, concatenated and
-        # unpacked), a crafted graph that reuses one parameter in many folds would need more.
-        self.const_budget = 4 * sum(a.nbytes for a in params.values()) + _CONST_SLACK
+        # Bytes the constants folded at load (spend) may take: a gluon export folds at most 3x
+        # its parameters (an RNN's are reshaped, concatenated and unpacked); a crafted graph
+        # that folds one parameter many times would take more.
+        self.fold_budget = 4 * sum(a.nbytes for a in params.values()) + _FOLD_SLACK
 
     # -- names and values -------------------------------------------------------------------
     def where(self) -> str:
@@ -128,14 +128,17 @@ class SymbolConverter(GraphBuilder):
         """The value's data when it is known at load time (a parameter, or folded from them)."""
         return self.arrays.get(value)
 
-    def const(self, array: np.ndarray, name: str) -> ir.Value:
-        self.const_budget -= array.nbytes
-        if self.const_budget < 0:
+    def spend(self, nbytes: int) -> None:
+        """Accounts for a constant of nbytes about to be folded at load, before it is made."""
+        self.fold_budget -= nbytes
+        if self.fold_budget < 0:
             raise ModelFormatError(
-                f"{self.where()}: the constants made at load (parameters and what is folded "
-                "from them) would exceed 4x the parameters' size + 64 MiB: the graph reuses "
-                "parameters in more folds than an MXNet export has"
+                f"{self.where()}: the constants folded at load would take more than 4x the "
+                "parameters' bytes + 64 MiB: the graph folds parameters more often than an "
+                "MXNet export does"
             )
+
+    def const(self, array: np.ndarray, name: str) -> ir.Value:
         value = super().const(array, name)
         self.arrays[value] = value.const_value.numpy()
         return value
@@ -146,6 +149,7 @@ class SymbolConverter(GraphBuilder):
         """make(source's data) as a constant `{node}/{kind}`, made once per source and kind: a
         weight that several nodes share is transposed once."""
         if (kind, source) not in self.folds:
+            self.spend(self.arrays[source].nbytes)
             made = make(self.arrays[source])
             self.folds[(kind, source)] = self.const(made, f"{self.node.name}/{kind}")
         return self.folds[(kind, source)]

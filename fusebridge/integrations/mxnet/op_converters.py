@@ -63,23 +63,24 @@ def _finite(cx, key: str, *default: float) -> float:
     return value
 
 
-def _probability(cx, key: str, default: float) -> float:
-    """An attribute that is a probability (dropout p): in [0, 1], as MXNet requires."""
-    return as_probability(cx.attr(key, "float", default), f"{cx.where()}: attribute {key}:")
+def _dropout_p(cx, default: float) -> float:
+    """Attribute p, a dropout probability: in [0, 1], as MXNet requires; NaN is refused too."""
+    return as_probability(cx.attr("p", "float", default), cx.where())
 
 
 def _axes(cx, key: str, axes: Sequence[int], rank: int | None, negative: bool = True) -> None:
     """Refuses repeated axes, negative ones where MXNet refuses them, and any outside the rank
     when the rank is known at load (else the op refuses it when it runs)."""
     low = -rank if negative and rank is not None else 0
+    shown = tuple(axes) if key == "axes" else axes[0]  # the others hold one axis
     seen = set()
     for a in axes:
         if not negative and a < 0:
-            _bad(cx, key, tuple(axes), "axes >= 0 (MXNet takes no negative axis here)")
+            _bad(cx, key, shown, "axes >= 0 (MXNet takes no negative axis here)")
         if rank is not None and not low <= a < rank:
-            _bad(cx, key, tuple(axes), f"axes in [{low}, {rank}) for an input of rank {rank}")
+            _bad(cx, key, shown, f"an axis in [{low}, {rank}) for an input of rank {rank}")
         if (a % rank if rank else a) in seen:
-            _bad(cx, key, tuple(axes), "each axis once")
+            _bad(cx, key, shown, "each axis once")
         seen.add(a % rank if rank else a)
 
 
@@ -173,11 +174,12 @@ def _filled(cx, node: MXNode) -> None:
     if count * dtype.itemsize > _ADDRESSABLE:
         _bad(cx, "shape", shape, f"at most {_ADDRESSABLE} bytes of {dtype} (47-bit addresses)")
     if count <= _DENSE_FILL:
+        cx.spend(count * dtype.itemsize)
         cx.define(cx.const(np.full(shape, value, dtype), node.name))
         return
     dims = cx.ints(list(shape), f"{node.name}/shape")
-    fill = {"value": ir.tensor(value.reshape(1))}
-    cx.define(cx.add("ConstantOfShape", [dims], fill, dtype=ir.DataType.from_numpy(dtype)))
+    attrs = {"value": ir.tensor(value.reshape(1))}
+    cx.define(cx.add("ConstantOfShape", [dims], attrs, dtype=ir.DataType.from_numpy(dtype)))
 
 
 # -- elementwise ------------------------------------------------------------------------------
@@ -343,8 +345,25 @@ def _fully_connected(cx, node: MXNode) -> None:
 
 @converter("Embedding")
 def _embedding(cx, node: MXNode) -> None:
+    """Gather of rows. As MXNet's Embedding does, the ids are truncated to integers and clipped
+    to [0, rows - 1]: an id past either end takes the first or the last row (Gather alone would
+    take a row from the end for a negative id)."""
+    weight = cx.input(1)
+    known = cx.array(weight)
+    if known is not None:
+        dims = (cx.attr("input_dim", "int", known.shape[0]), cx.attr("output_dim", "int", -1))
+        if known.ndim != 2 or known.shape[0] != dims[0] or dims[1] not in (-1, known.shape[1]):
+            raise ModelFormatError(
+                f"{cx.where()}: weight has shape {known.shape}, expected [input_dim, "
+                f"output_dim] = [{dims[0]}, {'?' if dims[1] == -1 else dims[1]}]"
+            )
+        last = cx.const(np.int64(known.shape[0] - 1), f"{node.name}/last_row")
+    else:
+        rows = cx.add("Squeeze", [_shape(cx, weight, 0, 1), cx.ints([0], "axis0")])
+        last = cx.add("Sub", [rows, cx.const(np.int64(1), "one")])
     ids = cx.cast(cx.input(0), ir.DataType.INT64, f"{node.name}/ids")
-    cx.define(cx.add("Gather", [cx.input(1), ids], {"axis": 0}))
+    ids = cx.add("Clip", [ids, cx.const(np.int64(0), "zero"), last])
+    cx.define(cx.add("Gather", [weight, ids], {"axis": 0}))
 
 
 @converter("Dropout")
@@ -355,7 +374,7 @@ def _dropout(cx, node: MXNode) -> None:
     if mode not in ("training", "always"):
         raise UnsupportedOpError(f"{cx.where()}: mode {mode!r}, expected training or always")
     x = cx.input(0)
-    attrs = {"p": _probability(cx, "p", 0.5), "is_test": int(mode == "training")}
+    attrs = {"p": _dropout_p(cx, 0.5), "is_test": int(mode == "training")}
     axes = cx.attr("axes", "ints", ()) or ()
     _axes(cx, "axes", axes, cx.rank(x), negative=False)
     if axes:
@@ -375,7 +394,7 @@ def _rnn(cx, node: MXNode) -> None:
         raise UnsupportedOpError(f"{cx.where()}: projection_size is not supported")
     hidden = _positive(cx, "state_size")
     layers = _positive(cx, "num_layers", 1)
-    _probability(cx, "p", 0.0)  # dropout between layers while training: checked, not used
+    _dropout_p(cx, 0.0)  # dropout between layers while training: checked, not used
     bidirectional = cx.attr("bidirectional", "bool", False)
     use_lengths = cx.attr("use_sequence_length", "bool", False)
     if len(node.inputs) != 3 + use_lengths:  # data, parameters, state[, sequence_length]
@@ -399,6 +418,7 @@ def _rnn(cx, node: MXNode) -> None:
             f"{cx.where()}: {params.size} parameters do not fit {layers} layer(s) of hidden size "
             f"{hidden}{', bidirectional' if bidirectional else ''}"
         )
+    cx.spend(params.nbytes)
     weights = mxnet_rnn_params_to_canonical(
         params.reshape(-1),
         input_size=input_size,
@@ -463,6 +483,7 @@ def _concat(cx, node: MXNode) -> None:
                 f"{cx.where()}: inputs of dtypes {', '.join(str(a.dtype) for a in arrays)}, "
                 "expected one dtype"
             )
+        cx.spend(sum(a.nbytes for a in arrays))
         try:
             joined = np.concatenate(arrays, axis=axis)
         except ValueError as e:  # the shapes do not join, or the axis is not theirs
@@ -486,6 +507,7 @@ def _reshape(cx, node: MXNode) -> None:
     _check_reshape_codes(cx, codes)
     known = cx.array(x)
     if known is not None:
+        cx.spend(known.nbytes)
         cx.define(cx.const(_fold_reshape(cx, known, codes), node.name))
         return
     pieces, j, i = [], 0, 0
@@ -689,7 +711,8 @@ def _sequence_mask(cx, node: MXNode) -> None:
         raise UnsupportedOpError(f"{cx.where()}: axis {axis}, expected 0 or 1")
     three, real = _steps_grid(cx, x, axis)
     dtype = x.dtype.numpy() if x.dtype is not None else np.float32
-    fill = cx.const(np.asarray(cx.attr("value", "float", 0.0), dtype), f"{node.name}/value")
+    value = _scalar(cx, "value", cx.attr("value", "float", 0.0), np.dtype(dtype))
+    fill = cx.const(value, f"{node.name}/value")
     masked = cx.add("Where", [real, three, fill], dtype=x.dtype)
     cx.define(cx.add("Reshape", [masked, _shape(cx, x, 0)]))
 

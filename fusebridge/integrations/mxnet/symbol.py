@@ -107,6 +107,8 @@ def _node(value: object, nodes: list[MXNode], where: str) -> MXNode:
     if not isinstance(obj["inputs"], list):
         _fail(where, f"inputs: expected a list, found {obj['inputs']!r:.80}")
     inputs = tuple(_entry(e, nodes, f"{where} input {i}") for i, e in enumerate(obj["inputs"]))
+    if op == "null" and inputs:
+        _fail(where, f"a variable has no inputs, found {len(inputs)}")
     attrs: dict[str, str] = {}
     for key, v in obj.items():  # document order: the later of attrs/attr wins
         if key in ("attrs", "attr"):
