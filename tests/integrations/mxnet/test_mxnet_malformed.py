@@ -605,3 +605,38 @@ def test_save_mxnet_checks_the_symbol_it_writes_back(tmp_path):
     model.metadata_props["fusebridge.mxnet.symbol"] = '{"nodes": [{"op": "relu"}]}'
     call = lambda: fb.save_mxnet(model, tmp_path / "x")  # noqa: E731
     expect(fb.ModelFormatError, call, "fusebridge.mxnet.symbol metadata", "missing field(s)")
+
+
+# -- against MXNet itself (the MXNet venv) -----------------------------------------------------
+
+
+@pytest.mark.mxnet
+def test_mxnet_reads_past_nothing_after_the_names_either(tmp_path):
+    mx = pytest.importorskip("mxnet")
+    path = tmp_path / "m.params"
+    mx.nd.save(str(path), {"arg:w": mx.nd.array(np.arange(6.0).reshape(2, 3))})
+    path.write_bytes(path.read_bytes() + b"trailing bytes")
+    (theirs,) = mx.nd.load(str(path)).values()
+    np.testing.assert_array_equal(read_params(path)["w"], theirs.asnumpy())
+
+
+@pytest.mark.mxnet
+def test_fills_and_clipped_embedding_ids_match_mxnet(tmp_path):
+    mx = pytest.importorskip("mxnet")
+    x = mx.sym.var("x")
+    weight = mx.sym.var("w")
+    ids = mx.sym.Embedding(x, weight, input_dim=4, output_dim=2)  # [5, 2]
+    # A small fill (data at load), a large one (ConstantOfShape) and a _full, added to ids.
+    large = mx.sym.slice_axis(mx.sym.zeros((40, 40)), axis=0, begin=0, end=5)
+    filled = mx.sym.ones((5, 2)) + mx.sym.slice_axis(large, axis=1, begin=0, end=2)
+    sym = ids + filled + mx.sym.full((5, 2), 2.5)
+    feeds = {"x": np.array([-1, 2.7, 1000, -2.5, 3], np.float32)}
+    w = mx.nd.array(np.arange(8, dtype=np.float32).reshape(4, 2))
+    exe = sym.bind(mx.cpu(), {"x": mx.nd.array(feeds["x"]), "w": w}, grad_req="null")
+    theirs = exe.forward(is_train=False)[0].asnumpy()
+    sym.save(str(tmp_path / "m-symbol.json"))
+    mx.nd.save(str(tmp_path / "m-0000.params"), {"arg:w": w})
+    model = fb.load(tmp_path / "m-symbol.json")
+    assert "ConstantOfShape" in [n.op_type for n in model.graph]
+    (ours,) = fb.Session(model).run(feeds).values()
+    np.testing.assert_array_equal(ours, theirs)
