@@ -29,7 +29,7 @@ from fusebridge.integrations.mxnet.symbol import (
     parse_ints,
     parse_optional_int,
     parse_str,
-    parse_symbol,
+    read_symbol_and_text,
 )
 
 _REQUIRED = object()
@@ -209,8 +209,8 @@ class SymbolConverter(GraphBuilder):
         )
         model = ir.Model(graph, ir_version=fir.IR_VERSION, producer_name="fusebridge")
         # Parameters folded into others (gluon's per-gate RNN weights) are left unused.
-        unused = [n for n, v in graph.initializers.items() if not v.uses()]
-        for name in [n for n in unused if not graph.initializers[n].is_graph_output()]:
+        initializers = graph.initializers.items()
+        for name in [n for n, v in initializers if not v.uses() and not v.is_graph_output()]:
             graph.initializers.pop(name)
         return model
 
@@ -258,12 +258,9 @@ def load_mxnet(path: str | os.PathLike, params: str | os.PathLike | None = None)
         raise ArgumentError(f"load: no such MXNet symbol file {str(p)!r}")
     params_path = Path(params) if params is not None else find_params(p)
     arrays = read_params(params_path) if params_path is not None else {}
-    try:
-        text = p.read_bytes()
-    except OSError as e:
-        raise ModelFormatError(f"{p}: cannot read the symbol file: {e}") from None
-    model = SymbolConverter(parse_symbol(text, os.fspath(p)), arrays, os.fspath(p)).convert()
+    symbol, text = read_symbol_and_text(p)
+    model = SymbolConverter(symbol, arrays, os.fspath(p)).convert()
     # The MXNet graph itself, for save_mxnet (which writes it back with our ops in it, and the
-    # parameters from the model's initializers); parse_symbol checked it is UTF-8.
-    model.metadata_props[SYMBOL_KEY] = text.decode("utf-8")
+    # parameters from the model's initializers).
+    model.metadata_props[SYMBOL_KEY] = text
     return model
