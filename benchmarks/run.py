@@ -25,6 +25,7 @@ SECTIONS = {
     "paddle_models": "benchmarks.paddle_models",
     "paddle_training": "benchmarks.paddle_training",
     "mxnet_models": "benchmarks.mxnet_models",
+    "load_scaling": "benchmarks.load_scaling",
 }
 
 

@@ -311,6 +311,22 @@ SCHEMAS: dict[str, OpSchema] = {
             output_ranks=("X-1",),
         ),
         OpSchema(
+            "SequenceLengths",
+            ("lengths", "X"),
+            ("seq_lens",),
+            (
+                Attribute("axis", 0, (0, 1), "X's time axis: X is [T, N, ...] (0) or [N, T, ...]"),
+                Attribute("minimum", 0, (0, 1), "the shortest length allowed"),
+                Attribute("source", "", doc="what the lengths are, named in errors"),
+            ),
+            "Sequence lengths [N] of any real or integer type (MXNet passes them as floats) "
+            "as int64, each checked to be a whole number in [minimum, T] (T and N from X): a "
+            "NaN, an infinity, a fraction or a length past the data is an error naming "
+            "`source`, where a cast would hand a kernel INT64_MIN.",
+            ("int64",),
+            (1,),
+        ),
+        OpSchema(
             "SequencePool",
             ("X", "offsets"),
             ("Out",),

@@ -10,6 +10,7 @@ import functools
 import threading
 from collections.abc import Callable, Sequence
 
+import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
@@ -269,6 +270,38 @@ def _sequence_pool(
     return run
 
 
+def sequence_lengths(lengths: np.ndarray, x: np.ndarray, attrs: dict) -> np.ndarray:
+    """SequenceLengths: lengths [N] as int64 once each is a whole number in [minimum, T]."""
+    where = attrs["source"] or "fusebridge.SequenceLengths"
+    lengths, axis = np.asarray(lengths), attrs["axis"]
+    if np.ndim(x) < 2:
+        raise ArgumentError(f"{where}: the data has shape {np.shape(x)}, expected 2 axes or more")
+    t, n = x.shape[axis], x.shape[1 - axis]
+    if lengths.dtype.kind not in "iuf" and lengths.dtype != ml_dtypes.bfloat16:
+        raise ArgumentTypeError(f"{where}: lengths of dtype {lengths.dtype}, expected numbers")
+    if lengths.shape != (n,):
+        raise ArgumentError(f"{where}: shape {lengths.shape}, expected [{n}] (one per sequence)")
+    exact = lengths.astype(np.float64) if lengths.dtype.kind not in "iu" else lengths
+    # NaN fails every comparison: it is refused with the values outside the range.
+    bad = ~((exact >= attrs["minimum"]) & (exact <= t) & (np.floor(exact) == exact))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ArgumentError(
+            f"{where}: length {lengths[i]} at [{i}], expected a whole number in "
+            f"[{attrs['minimum']}, {t}] ({t} steps in the data)"
+        )
+    return lengths.astype(np.int64)
+
+
+def _sequence_lengths(
+    node: ir.Node, attrs: dict, constants: dict[int, np.ndarray], reuse_output: bool
+) -> Run:
+    def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        return [sequence_lengths(inputs[0], inputs[1], attrs)]
+
+    return run
+
+
 def _lod_to_padded(
     node: ir.Node, attrs: dict, constants: dict[int, np.ndarray], reuse_output: bool
 ) -> Run:
@@ -303,6 +336,7 @@ _PREPARE = {
     "SoftmaxDropoutGrad": _softmax_dropout_grad,
     "CRFDecoding": _crf_decoding,
     "SequencePool": _sequence_pool,
+    "SequenceLengths": _sequence_lengths,
     "LoDToPadded": _lod_to_padded,
     "PaddedToLoD": _padded_to_lod,
 }

@@ -11,7 +11,7 @@ from fusebridge import ir as fir
 from fusebridge.errors import Error
 from fusebridge.kernels import reference
 from fusebridge.kernels.sequence_layout import as_offsets, as_seq_lens
-from fusebridge.op_kernels import gru_call, inference_dropout_scale
+from fusebridge.op_kernels import gru_call, inference_dropout_scale, sequence_lengths
 
 
 class _FusebridgeOp(OpRun):
@@ -164,6 +164,11 @@ class PaddedToLoD(_FusebridgeOp):
         return (reference.padded_to_lod(padded, offsets, self.attrs()["layout"]),)
 
 
+class SequenceLengths(_FusebridgeOp):
+    def _run(self, lengths, x, **_):
+        return (sequence_lengths(lengths, x, self.attrs()),)
+
+
 OPS = [
     GRU,
     FusionGRU,
@@ -174,6 +179,7 @@ OPS = [
     SoftmaxDropoutGrad,
     CRFDecoding,
     SequencePool,
+    SequenceLengths,
     LoDToPadded,
     PaddedToLoD,
 ]

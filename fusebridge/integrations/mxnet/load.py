@@ -6,15 +6,17 @@ node outputs are addressed as (node index, output index), as in the JSON."""
 
 from __future__ import annotations
 
+import glob
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import onnx_ir as ir
 
 from fusebridge import ir as fir
-from fusebridge.errors import ArgumentError, ModelFormatError, UnsupportedOpError
+from fusebridge.errors import ArgumentError, Error, ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.graph_builder import GraphBuilder
 from fusebridge.integrations.mxnet.params import read_params
 from fusebridge.integrations.mxnet.save import SYMBOL_KEY
@@ -27,10 +29,11 @@ from fusebridge.integrations.mxnet.symbol import (
     parse_ints,
     parse_optional_int,
     parse_str,
-    read_symbol,
+    read_symbol_and_text,
 )
 
 _REQUIRED = object()
+_FOLD_SLACK = 64 << 20  # bytes a graph may fold at load beyond its parameters' multiple
 _PARSERS = {
     "int": parse_int,
     "float": parse_float,
@@ -60,29 +63,50 @@ class SymbolConverter(GraphBuilder):
         self.params = params
         self.source = source
         self.values: dict[tuple[int, int], ir.Value] = {}
+        self.outputs: dict[int, int] = {}  # node index -> how many outputs it was given
         self.arrays: dict[ir.Value, np.ndarray] = {}  # values known at load time
+        self.folds: dict[tuple[str, ir.Value], ir.Value] = {}  # fold(): (kind, source) -> made
         self.zero_states: set[tuple[int, int]] = set()  # _zeros outputs of unknown shape
         self.inputs: list[ir.Value] = []
         self.node: MXNode | None = None
+        self.index = -1  # self.node's position in symbol.nodes
+        # Bytes the constants folded at load (spend) may take: a gluon export folds at most 3x
+        # its parameters (an RNN's are reshaped, concatenated and unpacked); a crafted graph
+        # that folds one parameter many times would take more.
+        self.fold_budget = 4 * sum(a.nbytes for a in params.values()) + _FOLD_SLACK
 
     # -- names and values -------------------------------------------------------------------
     def where(self) -> str:
         n = self.node
-        return f"MXNet {n.op} node {n.name!r}" if n else f"MXNet model {self.source}"
+        if n is None:
+            return "MXNet model"
+        return f"MXNet variable {n.name!r}" if n.op == "null" else f"MXNet {n.op} node {n.name!r}"
 
     def input(self, i: int) -> ir.Value:
         """The node's i-th input as a value."""
-        entry = self.node.inputs[i] if i < len(self.node.inputs) else None
-        if entry is None:
+        if i >= len(self.node.inputs):
             raise ModelFormatError(
                 f"{self.where()}: has {len(self.node.inputs)} inputs, needs {i + 1}"
             )
+        return self.value(self.node.inputs[i], f"input {i}")
+
+    def value(self, entry: tuple[int, int], what: str) -> ir.Value:
+        """The value of `entry` (node, output), which the node being converted (or the graph's
+        `what`) uses."""
         if entry in self.zero_states:
             raise UnsupportedOpError(
-                f"{self.where()}: input {i} is a _zeros of inferred shape; only an RNN state "
-                "may be one"
+                f"{self.where()}: {what} is a _zeros of inferred shape; only an RNN state may "
+                "be one"
             )
-        return self.values[entry]
+        value = self.values.get(entry)
+        if value is None:
+            node, output = entry
+            producer = self.symbol.nodes[node]
+            raise ModelFormatError(
+                f"{self.where()}: {what} is output {output} of node #{node} ({producer.op} "
+                f"{producer.name!r}), which has {self.outputs.get(node, 0)} output(s) here"
+            )
+        return value
 
     # -- attributes: strings in the JSON, MXNet's defaults where absent ----------------------
     def attr(self, key: str, kind: str, default: object = _REQUIRED) -> object:
@@ -96,14 +120,39 @@ class SymbolConverter(GraphBuilder):
             return default
         return _PARSERS[kind](raw, self.node.name, key)
 
+    def rank(self, value: ir.Value) -> int | None:
+        """The value's rank when it is known at load (a parameter, an input of given shape)."""
+        return None if value.shape is None else len(value.shape)
+
     def array(self, value: ir.Value) -> np.ndarray | None:
         """The value's data when it is known at load time (a parameter, or folded from them)."""
         return self.arrays.get(value)
+
+    def spend(self, nbytes: int) -> None:
+        """Accounts for a constant of nbytes about to be folded at load, before it is made."""
+        self.fold_budget -= nbytes
+        if self.fold_budget < 0:
+            raise ModelFormatError(
+                f"{self.where()}: the constants folded at load would take more than 4x the "
+                "parameters' bytes + 64 MiB: the graph folds parameters more often than an "
+                "MXNet export does"
+            )
 
     def const(self, array: np.ndarray, name: str) -> ir.Value:
         value = super().const(array, name)
         self.arrays[value] = value.const_value.numpy()
         return value
+
+    def fold(
+        self, kind: str, source: ir.Value, make: Callable[[np.ndarray], np.ndarray]
+    ) -> ir.Value:
+        """make(source's data) as a constant `{node}/{kind}`, made once per source and kind: a
+        weight that several nodes share is transposed once."""
+        if (kind, source) not in self.folds:
+            self.spend(self.arrays[source].nbytes)
+            made = make(self.arrays[source])
+            self.folds[(kind, source)] = self.const(made, f"{self.node.name}/{kind}")
+        return self.folds[(kind, source)]
 
     def add(self, op_type: str, inputs, attributes=None, *, name: str | None = None, **kw):
         """GraphBuilder.add, the node named after the MXNet node by default."""
@@ -112,9 +161,9 @@ class SymbolConverter(GraphBuilder):
 
     def define(self, *outputs: ir.Value, known: Sequence[np.ndarray | None] = ()) -> None:
         """The node's outputs 0, 1, ... are `outputs`; `known` their data where it is known."""
-        index = self.symbol.nodes.index(self.node)
         for k, value in enumerate(outputs):
-            self.values[(index, k)] = value
+            self.values[(self.index, k)] = value
+        self.outputs[self.index] = len(outputs)
         for value, array in zip(outputs, known):
             if array is not None:
                 self.arrays[value] = array
@@ -123,28 +172,33 @@ class SymbolConverter(GraphBuilder):
     def convert(self) -> ir.Model:
         from fusebridge.integrations.mxnet.op_converters import CONVERTERS
 
-        ops = [n for n in self.symbol.nodes if n.op != "null"]
-        unsupported = sorted({n.op for n in ops if n.op not in CONVERTERS})
-        if unsupported:
-            names = {op: next(n.name for n in ops if n.op == op) for op in unsupported}
-            listed = "; ".join(f"{op} (e.g. node {names[op]!r})" for op in unsupported)
+        names: dict[str, str] = {}  # unsupported op type -> a node that uses it
+        for n in self.symbol.nodes:
+            if n.op != "null" and n.op not in CONVERTERS:
+                names.setdefault(n.op, n.name)
+        if names:
+            listed = "; ".join(f"{op} (e.g. node {names[op]!r})" for op in sorted(names))
             raise UnsupportedOpError(
-                f"MXNet model {self.source}: {len(unsupported)} unsupported op type(s): "
+                f"MXNet model {self.source}: {len(names)} unsupported op type(s): "
                 f"{listed}. Supported: {', '.join(sorted(CONVERTERS))}"
             )
-        for index, node in enumerate(self.symbol.nodes):
-            self.node = node
-            if node.op == "null":
-                self._variable(index, node)
-            else:
-                CONVERTERS[node.op](self, node)
-        self.node = None
-        outputs = []
-        for k, entry in enumerate(self.symbol.heads):
-            value = self.values[entry]
-            if value in outputs or value.producer() is None:  # a graph output needs its own node
-                value = self.add("Identity", [value], name=f"output{k}")
-            outputs.append(value)
+        try:
+            for index, node in enumerate(self.symbol.nodes):
+                self.index, self.node = index, node
+                if node.op == "null":
+                    self._variable(node)
+                else:
+                    CONVERTERS[node.op](self, node)
+            self.node = None
+            outputs, taken = [], set()
+            for k, entry in enumerate(self.symbol.heads):
+                value = self.value(entry, f"head {k}")
+                if value in taken or value.producer() is None:  # an output needs its own node
+                    value = self.add("Identity", [value], name=f"output{k}")
+                outputs.append(value)
+                taken.add(value)
+        except Error as e:  # every message names the file
+            raise type(e)(f"{self.source}: {e}") from None
         graph = ir.Graph(
             self.inputs,
             outputs,
@@ -155,36 +209,46 @@ class SymbolConverter(GraphBuilder):
         )
         model = ir.Model(graph, ir_version=fir.IR_VERSION, producer_name="fusebridge")
         # Parameters folded into others (gluon's per-gate RNN weights) are left unused.
-        used = [v for v in graph.initializers.values() if v.uses() or v.is_graph_output()]
-        for name in [n for n, v in graph.initializers.items() if v not in used]:
+        initializers = graph.initializers.items()
+        for name in [n for n, v in initializers if not v.uses() and not v.is_graph_output()]:
             graph.initializers.pop(name)
         return model
 
-    def _variable(self, index: int, node: MXNode) -> None:
+    def _variable(self, node: MXNode) -> None:
         if node.name in self.params:
             self.define(self.const(self.params[node.name], node.name))
             return
-        code = int(node.attrs.get("__dtype__", "0"))
+        code = self.attr("__dtype__", "int", 0)
         if code not in _DTYPES:
             raise UnsupportedOpError(
-                f"MXNet variable {node.name!r}: __dtype__ {code} not supported"
+                f"{self.where()}: __dtype__ {code} not supported (known: "
+                f"{', '.join(f'{k} {v.name.lower()}' for k, v in _DTYPES.items())})"
             )
-        shape = node.attrs.get("__shape__")
+        shape = self.attr("__shape__", "ints", None)
         dims = None
-        if shape:
-            dims = ir.Shape(
-                [d if d > 0 else None for d in parse_ints(shape, node.name, "__shape__")]
-            )
+        if shape is not None:
+            if any(d < -1 for d in shape):
+                raise ModelFormatError(
+                    f"{self.where()}: attribute __shape__ = {shape}, expected dims >= 0 (or -1 "
+                    "or 0 for one inferred when it runs)"
+                )
+            dims = ir.Shape([d if d > 0 else None for d in shape])
         value = ir.Value(name=self.unique(node.name), shape=dims, type=ir.TensorType(_DTYPES[code]))
         self.inputs.append(value)
         self.define(value)
 
 
 def find_params(symbol_path: Path) -> Path | None:
-    """The params file beside `prefix-symbol.json`: prefix-NNNN.params with the highest epoch."""
+    """The params file beside `prefix-symbol.json`: prefix-NNNN.params (MXNet's checkpoint
+    name, NNNN the epoch) with the highest epoch; no other file is read."""
     prefix = symbol_path.name.removesuffix("-symbol.json")
-    found = sorted(symbol_path.parent.glob(f"{prefix}-*.params"))
-    return found[-1] if found else None
+    epoch = re.compile(re.escape(prefix) + r"-(\d{4,})\.params")
+    found = [
+        (int(m[1]), f)
+        for f in symbol_path.parent.glob(f"{glob.escape(prefix)}-*.params")
+        if (m := epoch.fullmatch(f.name))
+    ]
+    return max(found)[1] if found else None
 
 
 def load_mxnet(path: str | os.PathLike, params: str | os.PathLike | None = None) -> ir.Model:
@@ -194,8 +258,9 @@ def load_mxnet(path: str | os.PathLike, params: str | os.PathLike | None = None)
         raise ArgumentError(f"load: no such MXNet symbol file {str(p)!r}")
     params_path = Path(params) if params is not None else find_params(p)
     arrays = read_params(params_path) if params_path is not None else {}
-    model = SymbolConverter(read_symbol(p), arrays, os.fspath(p)).convert()
+    symbol, text = read_symbol_and_text(p)
+    model = SymbolConverter(symbol, arrays, os.fspath(p)).convert()
     # The MXNet graph itself, for save_mxnet (which writes it back with our ops in it, and the
     # parameters from the model's initializers).
-    model.metadata_props[SYMBOL_KEY] = p.read_text()
+    model.metadata_props[SYMBOL_KEY] = text
     return model

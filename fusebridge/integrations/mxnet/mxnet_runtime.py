@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from fusebridge.errors import ArgumentError
+
 
 def _files(prefix: str | os.PathLike) -> tuple[str, str]:
     return f"{prefix}-symbol.json", f"{prefix}-0000.params"
@@ -69,10 +71,23 @@ def run_mxnet_per_sentence(
     """Runs each sentence of a padded batch alone at its own length: ids [N, T], lengths [N].
     The model's first input takes ids [1, L]; a second input, if any, takes the lengths [L].
     Returns, per sentence, the first output of that sentence ([L, ...] for a tagger)."""
+    ids, lengths = np.asarray(ids), np.asarray(lengths)
+    if ids.ndim != 2 or lengths.shape != ids.shape[:1]:
+        raise ArgumentError(
+            f"run_mxnet_per_sentence: ids [N, T] and lengths [N], got shapes {ids.shape} and "
+            f"{lengths.shape}"
+        )
+    for i, length in enumerate(lengths.tolist()):
+        # int() would turn 2.5 into 2, and a negative length into a slice from the end.
+        if not (1 <= length <= ids.shape[1] and float(length).is_integer()):
+            raise ArgumentError(
+                f"run_mxnet_per_sentence: lengths[{i}] = {length}, expected a whole number in "
+                f"[1, {ids.shape[1]}] (the ids' T)"
+            )
     names = input_names(prefix)
     block = _load(prefix, dict.fromkeys(names, np.dtype(np.float32)))
     outputs = []
-    for row, length in zip(np.asarray(ids), np.asarray(lengths)):
+    for row, length in zip(ids, lengths):
         n = int(length)
         feeds = {names[0]: row[None, :n].astype(np.float32)}
         if len(names) > 1:

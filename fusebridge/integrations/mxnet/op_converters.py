@@ -5,8 +5,11 @@ Shape slices (MXNet binds shapes only when it runs)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 
+import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
@@ -14,9 +17,81 @@ from fusebridge import ir as fir
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.mxnet.symbol import MXNode
 from fusebridge.kernels import mxnet_rnn_params_to_canonical
+from fusebridge.kernels.arguments import as_probability
 
 CONVERTERS: dict[str, Callable] = {}
 _INT64_MAX = np.iinfo(np.int64).max
+# A fill of up to this many elements is made at load, as data the folds and passes can read
+# (a bias of ones, a small initial state): at most 4 KiB of float32, so a graph of n such
+# nodes costs about 70x its JSON. A larger one is a ConstantOfShape: no memory until it runs.
+_DENSE_FILL = 1024
+# No machine maps more than this (the 47-bit user address space of x86-64 and arm64): a fill
+# this large can never run, so it is refused at load.
+_ADDRESSABLE = 1 << 47
+# The dtype names MXNet's creation ops take (mshadow's type names).
+_FILL_DTYPES = {
+    name: np.dtype(t)
+    for name, t in (
+        ("float32", np.float32),
+        ("float64", np.float64),
+        ("float16", np.float16),
+        ("bfloat16", ml_dtypes.bfloat16),
+        ("uint8", np.uint8),
+        ("int8", np.int8),
+        ("int32", np.int32),
+        ("int64", np.int64),
+        ("bool", np.bool_),
+    )
+}
+
+
+def _bad(cx, key: str, value: object, expected: str) -> NoReturn:
+    raise ModelFormatError(f"{cx.where()}: attribute {key} = {value!r}, expected {expected}")
+
+
+def _positive(cx, key: str, *default: int) -> int:
+    value = cx.attr(key, "int", *default)
+    if value < 1:
+        _bad(cx, key, value, "a positive integer")
+    return value
+
+
+def _finite(cx, key: str, *default: float) -> float:
+    value = cx.attr(key, "float", *default)
+    if not math.isfinite(value):
+        _bad(cx, key, value, "a finite number")
+    return value
+
+
+def _dropout_p(cx, default: float) -> float:
+    """Attribute p, a dropout probability: in [0, 1], as MXNet requires; NaN is refused too."""
+    return as_probability(cx.attr("p", "float", default), cx.where())
+
+
+def _axes(cx, key: str, axes: Sequence[int], rank: int | None, negative: bool = True) -> None:
+    """Refuses repeated axes, negative ones where MXNet refuses them, and any outside the rank
+    when the rank is known at load (else the op refuses it when it runs)."""
+    low = -rank if negative and rank is not None else 0
+    shown = tuple(axes) if key == "axes" else axes[0]  # the others hold one axis
+    seen = set()
+    for a in axes:
+        if not negative and a < 0:
+            _bad(cx, key, shown, "axes >= 0 (MXNet takes no negative axis here)")
+        if rank is not None and not low <= a < rank:
+            _bad(cx, key, shown, f"an axis in [{low}, {rank}) for an input of rank {rank}")
+        if (a % rank if rank else a) in seen:
+            _bad(cx, key, shown, "each axis once")
+        seen.add(a % rank if rank else a)
+
+
+def _scalar(cx, key: str, value: float, dtype: np.dtype) -> np.ndarray:
+    """value as a 0-d array of dtype; MXNet casts a scalar to an integer tensor's type by
+    truncation, which a NaN, an infinity or a value outside the type cannot survive."""
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if not (math.isfinite(value) and info.min <= math.trunc(value) <= info.max):
+            _bad(cx, key, value, f"a number that {dtype} can hold")
+    return np.asarray(value).astype(dtype)
 
 
 def converter(*op_types: str) -> Callable:
@@ -77,17 +152,34 @@ def _identity(cx, node: MXNode) -> None:
     cx.define(cx.add("Identity", [x]), known=[cx.array(x)])
 
 
-@converter("_zeros", "_ones")
+@converter("_zeros", "_ones", "_full")
 def _filled(cx, node: MXNode) -> None:
+    """A tensor of one value: data when small, else ConstantOfShape (see _DENSE_FILL)."""
     shape = cx.attr("shape", "ints")
-    if all(d > 0 for d in shape):
-        dtype = np.dtype(cx.attr("dtype", "str", "float32"))
-        fill = np.zeros if node.op == "_zeros" else np.ones
-        cx.define(cx.const(fill(shape, dtype), node.name))
-    elif node.op == "_ones":
-        raise UnsupportedOpError(f"{cx.where()}: shape {shape} has dims inferred at run time")
-    else:  # gluon's RNN begin state (L*D, 0, H): the batch is known only when it runs
-        cx.zero_states.add((cx.symbol.nodes.index(node), 0))
+    if shape is None or any(d < 0 for d in shape):
+        _bad(cx, "shape", shape, "dims >= 0 (0: inferred when it runs)")
+    name = cx.attr("dtype", "str", "float32")
+    if name not in _FILL_DTYPES:
+        _bad(cx, "dtype", name, f"one of {', '.join(_FILL_DTYPES)}")
+    dtype = _FILL_DTYPES[name]
+    if 0 in shape:
+        if node.op != "_zeros":
+            raise UnsupportedOpError(f"{cx.where()}: shape {shape} has dims inferred at run time")
+        # gluon's RNN begin state (L*D, 0, H): the batch is known only when it runs.
+        cx.zero_states.add((cx.index, 0))
+        return
+    fill = {"_zeros": 0.0, "_ones": 1.0}.get(node.op)
+    value = _scalar(cx, "value", cx.attr("value", "float") if fill is None else fill, dtype)
+    count = math.prod(shape)  # Python ints: no overflow
+    if count * dtype.itemsize > _ADDRESSABLE:
+        _bad(cx, "shape", shape, f"at most {_ADDRESSABLE} bytes of {dtype} (47-bit addresses)")
+    if count <= _DENSE_FILL:
+        cx.spend(count * dtype.itemsize)
+        cx.define(cx.const(np.full(shape, value, dtype), node.name))
+        return
+    dims = cx.ints(list(shape), f"{node.name}/shape")
+    attrs = {"value": ir.tensor(value.reshape(1))}
+    cx.define(cx.add("ConstantOfShape", [dims], attrs, dtype=ir.DataType.from_numpy(dtype)))
 
 
 # -- elementwise ------------------------------------------------------------------------------
@@ -117,8 +209,9 @@ for _op, _names in _BINARY.items():
 def _scalar_op(onnx_op: str, reverse: bool = False) -> Callable:
     def convert(cx, node: MXNode) -> None:
         x = cx.input(0)
-        dtype = x.dtype.numpy() if x.dtype is not None else np.float32
-        s = cx.const(np.asarray(cx.attr("scalar", "float"), dtype), f"{node.name}/scalar")
+        dtype = np.dtype(x.dtype.numpy() if x.dtype is not None else np.float32)
+        scalar = _scalar(cx, "scalar", cx.attr("scalar", "float"), dtype)
+        s = cx.const(scalar, f"{node.name}/scalar")
         cx.define(cx.add(onnx_op, [s, x] if reverse else [x, s]))
 
     return convert
@@ -169,22 +262,23 @@ def _leaky_relu(cx, node: MXNode) -> None:
     act = cx.attr("act_type", "str", "leaky")
     x = cx.input(0)
     if act == "leaky":
-        out = cx.add("LeakyRelu", [x], {"alpha": cx.attr("slope", "float", 0.25)})
+        out = cx.add("LeakyRelu", [x], {"alpha": _finite(cx, "slope", 0.25)})
     elif act == "elu":
-        out = cx.add("Elu", [x], {"alpha": cx.attr("slope", "float", 0.25)})
+        out = cx.add("Elu", [x], {"alpha": _finite(cx, "slope", 0.25)})
     elif act == "selu":
         out = cx.add("Selu", [x])
     elif act == "prelu":
         # gamma [C] scales channel axis 1 (MXNet's PReLU), so it is broadcast as [C, 1, ...].
-        gamma = cx.array(cx.input(1))
-        if gamma is None:
+        gamma = cx.input(1)
+        if cx.array(gamma) is None:
             raise UnsupportedOpError(f"{cx.where()}: prelu's gamma must be a parameter")
-        out = cx.add("PRelu", [x, cx.const(gamma.reshape(-1, 1), f"{node.name}/gamma")])
+        column = cx.fold("gamma", gamma, lambda a: a.reshape(-1, 1))
+        out = cx.add("PRelu", [x, column])
     elif act == "rrelu":  # inference: the mean of the random slope
-        slope = (
-            cx.attr("lower_bound", "float", 0.125) + cx.attr("upper_bound", "float", 0.334)
-        ) / 2
-        out = cx.add("LeakyRelu", [x], {"alpha": slope})
+        lower, upper = _finite(cx, "lower_bound", 0.125), _finite(cx, "upper_bound", 0.334)
+        if lower > upper:
+            _bad(cx, "upper_bound", upper, f"at least lower_bound ({lower})")
+        out = cx.add("LeakyRelu", [x], {"alpha": (lower + upper) / 2})
     elif act == "gelu":  # x * (1 + erf(x / sqrt 2)) / 2
         half = cx.const(np.float32(0.5), f"{node.name}/half")
         root2 = cx.const(np.float32(np.sqrt(2.0)), f"{node.name}/sqrt2")
@@ -202,10 +296,14 @@ def _softmax(cx, node: MXNode) -> None:
         raise UnsupportedOpError(f"{cx.where()}: use_length is not supported")
     x = cx.input(0)
     temperature = cx.attr("temperature", "float?", None)
+    if temperature is not None and not (math.isfinite(temperature) and temperature != 0):
+        _bad(cx, "temperature", temperature, "a finite number other than 0, or None")
     if temperature not in (None, 1.0):
         x = cx.add("Div", [x, cx.const(np.float32(temperature), f"{node.name}/temperature")])
     op = "Softmax" if node.op == "softmax" else "LogSoftmax"
-    cx.define(cx.add(op, [x], {"axis": cx.attr("axis", "int", -1)}))
+    axis = cx.attr("axis", "int", -1)
+    _axes(cx, "axis", [axis], cx.rank(x))
+    cx.define(cx.add(op, [x], {"axis": axis}))
 
 
 @converter("SoftmaxOutput")
@@ -227,9 +325,15 @@ def _fully_connected(cx, node: MXNode) -> None:
     x, w = cx.input(0), cx.input(1)
     if cx.attr("flatten", "bool", True):
         x = cx.add("Flatten", [x], {"axis": 1})
+    hidden = _positive(cx, "num_hidden")
     weight = cx.array(w)
+    if weight is not None and (weight.ndim != 2 or weight.shape[0] != hidden):
+        raise ModelFormatError(
+            f"{cx.where()}: weight has shape {weight.shape}, expected [num_hidden = {hidden}, "
+            "input size]"
+        )
     wt = (
-        cx.const(weight.T, f"{node.name}/weight_t")
+        cx.fold("weight_t", w, np.transpose)
         if weight is not None
         else cx.add("Transpose", [w], {"perm": [1, 0]})
     )
@@ -241,8 +345,25 @@ def _fully_connected(cx, node: MXNode) -> None:
 
 @converter("Embedding")
 def _embedding(cx, node: MXNode) -> None:
+    """Gather of rows. As MXNet's Embedding does, the ids are truncated to integers and clipped
+    to [0, rows - 1]: an id past either end takes the first or the last row (Gather alone would
+    take a row from the end for a negative id)."""
+    weight = cx.input(1)
+    known = cx.array(weight)
+    if known is not None:
+        dims = (cx.attr("input_dim", "int", known.shape[0]), cx.attr("output_dim", "int", -1))
+        if known.ndim != 2 or known.shape[0] != dims[0] or dims[1] not in (-1, known.shape[1]):
+            raise ModelFormatError(
+                f"{cx.where()}: weight has shape {known.shape}, expected [input_dim, "
+                f"output_dim] = [{dims[0]}, {'?' if dims[1] == -1 else dims[1]}]"
+            )
+        last = cx.const(np.int64(known.shape[0] - 1), f"{node.name}/last_row")
+    else:
+        rows = cx.add("Squeeze", [_shape(cx, weight, 0, 1), cx.ints([0], "axis0")])
+        last = cx.add("Sub", [rows, cx.const(np.int64(1), "one")])
     ids = cx.cast(cx.input(0), ir.DataType.INT64, f"{node.name}/ids")
-    cx.define(cx.add("Gather", [cx.input(1), ids], {"axis": 0}))
+    ids = cx.add("Clip", [ids, cx.const(np.int64(0), "zero"), last])
+    cx.define(cx.add("Gather", [weight, ids], {"axis": 0}))
 
 
 @converter("Dropout")
@@ -252,11 +373,13 @@ def _dropout(cx, node: MXNode) -> None:
     mode = cx.attr("mode", "str", "training")
     if mode not in ("training", "always"):
         raise UnsupportedOpError(f"{cx.where()}: mode {mode!r}, expected training or always")
-    attrs = {"p": cx.attr("p", "float", 0.5), "is_test": int(mode == "training")}
-    axes = cx.attr("axes", "ints", ())
+    x = cx.input(0)
+    attrs = {"p": _dropout_p(cx, 0.5), "is_test": int(mode == "training")}
+    axes = cx.attr("axes", "ints", ()) or ()
+    _axes(cx, "axes", axes, cx.rank(x), negative=False)
     if axes:
         attrs["axes"] = list(axes)
-    cx.define(cx.add("Dropout", [cx.input(0)], attrs, domain=fir.DOMAIN))
+    cx.define(cx.add("Dropout", [x], attrs, domain=fir.DOMAIN))
 
 
 @converter("RNN")
@@ -269,9 +392,16 @@ def _rnn(cx, node: MXNode) -> None:
         raise UnsupportedOpError(f"{cx.where()}: mode {mode!r}; only gru is supported")
     if cx.attr("projection_size", "int?", None) is not None:
         raise UnsupportedOpError(f"{cx.where()}: projection_size is not supported")
-    hidden = cx.attr("state_size", "int")
-    layers = cx.attr("num_layers", "int", 1)
+    hidden = _positive(cx, "state_size")
+    layers = _positive(cx, "num_layers", 1)
+    _dropout_p(cx, 0.0)  # dropout between layers while training: checked, not used
     bidirectional = cx.attr("bidirectional", "bool", False)
+    use_lengths = cx.attr("use_sequence_length", "bool", False)
+    if len(node.inputs) != 3 + use_lengths:  # data, parameters, state[, sequence_length]
+        raise ModelFormatError(
+            f"{cx.where()}: {len(node.inputs)} inputs, expected data, parameters, state"
+            + (", sequence_length" if use_lengths else "")
+        )
     d = 2 if bidirectional else 1
     params = cx.array(cx.input(1))
     if params is None:
@@ -282,12 +412,13 @@ def _rnn(cx, node: MXNode) -> None:
     # The flat vector's size fixes the input size: d*3H*(I + H) weights in layer 0, ...
     later = (layers - 1) * d * 3 * hidden * (d * hidden + hidden)
     first = params.size - layers * d * 6 * hidden - later
-    if first <= 0 or first % (d * 3 * hidden):
+    input_size = first // (d * 3 * hidden) - hidden
+    if first <= 0 or first % (d * 3 * hidden) or input_size < 1:
         raise ModelFormatError(
             f"{cx.where()}: {params.size} parameters do not fit {layers} layer(s) of hidden size "
             f"{hidden}{', bidirectional' if bidirectional else ''}"
         )
-    input_size = first // (d * 3 * hidden) - hidden
+    cx.spend(params.nbytes)
     weights = mxnet_rnn_params_to_canonical(
         params.reshape(-1),
         input_size=input_size,
@@ -295,18 +426,17 @@ def _rnn(cx, node: MXNode) -> None:
         num_layers=layers,
         bidirectional=bidirectional,
     )
-    entry = cx.node.inputs[2] if len(cx.node.inputs) > 2 else None
-    state = None if entry is None or entry in cx.zero_states else cx.values[entry]
-    lengths = None
-    if cx.attr("use_sequence_length", "bool", False):
-        lengths = cx.cast(cx.input(len(node.inputs) - 1), ir.DataType.INT64, f"{node.name}/lengths")
+    entry = node.inputs[2]
+    state = None if entry in cx.zero_states else cx.input(2)
+    x = cx.input(0)
+    lengths = _lengths(cx, 3, x, 0) if use_lengths else None
     attrs = {
         "direction": "bidirectional" if bidirectional else "forward",
         "linear_before_reset": 1,
         "origin_mode": 1,
         "layout": "tnc",
     }
-    x, lasts = cx.input(0), []
+    lasts = []
     for layer, (wx, wh, b, bh) in enumerate(weights):
         h0 = None
         if state is not None:
@@ -342,10 +472,25 @@ def _rnn(cx, node: MXNode) -> None:
 @converter("_rnn_param_concat", "Concat", "concat")
 def _concat(cx, node: MXNode) -> None:
     axis = cx.attr("dim", "int", 1)
+    count = cx.attr("num_args", "int", len(node.inputs))
+    if count != len(node.inputs) or not count:
+        _bad(cx, "num_args", count, f"the number of inputs ({len(node.inputs)}), at least 1")
     inputs = [cx.input(i) for i in range(len(node.inputs))]
     arrays = [cx.array(v) for v in inputs]
     if all(a is not None for a in arrays):  # gluon's packed RNN parameters: folded at load
-        cx.define(cx.const(np.concatenate(arrays, axis=axis), node.name))
+        if len({a.dtype for a in arrays}) > 1:
+            raise ModelFormatError(
+                f"{cx.where()}: inputs of dtypes {', '.join(str(a.dtype) for a in arrays)}, "
+                "expected one dtype"
+            )
+        cx.spend(sum(a.nbytes for a in arrays))
+        try:
+            joined = np.concatenate(arrays, axis=axis)
+        except ValueError as e:  # the shapes do not join, or the axis is not theirs
+            raise ModelFormatError(
+                f"{cx.where()}: cannot join the inputs on dim {axis}: {e}"
+            ) from None
+        cx.define(cx.const(joined, node.name))
         return
     cx.define(cx.add("Concat", inputs, {"axis": axis}))
 
@@ -358,9 +503,11 @@ def _reshape(cx, node: MXNode) -> None:
     if cx.attr("reverse", "bool", False):
         raise UnsupportedOpError(f"{cx.where()}: reverse=True is not supported")
     x = cx.input(0)
-    codes = list(cx.attr("shape", "ints"))
+    codes = list(cx.attr("shape", "ints") or ())
+    _check_reshape_codes(cx, codes)
     known = cx.array(x)
     if known is not None:
+        cx.spend(known.nbytes)
         cx.define(cx.const(_fold_reshape(cx, known, codes), node.name))
         return
     pieces, j, i = [], 0, 0
@@ -377,7 +524,7 @@ def _reshape(cx, node: MXNode) -> None:
         elif c == -3:
             pieces.append(cx.add("Mul", [_shape(cx, x, j, j + 1), _shape(cx, x, j + 1, j + 2)]))
             j += 2
-        elif c == -4 and i + 2 < len(codes):
+        elif c == -4:
             a, b = codes[i + 1], codes[i + 2]
             dim = _shape(cx, x, j, j + 1)
             if a == -1:
@@ -388,37 +535,69 @@ def _reshape(cx, node: MXNode) -> None:
                 pieces += [cx.ints([a], "dim"), cx.ints([b], "dim")]
             i += 2
             j += 1
-        else:
-            raise ModelFormatError(f"{cx.where()}: shape code {c} at {i} of {codes}")
         i += 1
     cx.define(cx.add("Reshape", [x, cx.add("Concat", pieces, {"axis": 0})]))
 
 
+def _check_reshape_codes(cx, codes: list[int]) -> None:
+    """MXNet's codes: dims > 0, and 0, -1, -2, -3, -4 (followed by the two dims it splits one
+    into: > 0, or one of them -1); one dim at most inferred (-1). A 0 to split by would divide
+    by zero when the shape is computed."""
+    if not codes:
+        _bad(cx, "shape", tuple(codes), "at least one dim")
+    inferred, i = 0, 0
+    while i < len(codes):
+        c = codes[i]
+        if c < -4:
+            _bad(cx, "shape", tuple(codes), "dims > 0 or the codes 0, -1, -2, -3, -4")
+        if c == -4:
+            split = codes[i + 1 : i + 3]
+            if len(split) < 2 or not all(d > 0 or d == -1 for d in split) or split == [-1, -1]:
+                _bad(cx, "shape", tuple(codes), "-4 followed by two dims > 0 (one may be -1)")
+            inferred += -1 in split
+            i += 2
+        inferred += c == -1
+        i += 1
+    if inferred > 1:
+        _bad(cx, "shape", tuple(codes), "at most one dim inferred (-1)")
+
+
 def _fold_reshape(cx, a: np.ndarray, codes: list[int]) -> np.ndarray:
-    if codes == [-1]:
-        return a.reshape(-1)
-    if all(c > 0 or c == -1 for c in codes):
+    if not all(c > 0 or c == -1 for c in codes):
+        raise UnsupportedOpError(f"{cx.where()}: reshape of a parameter by {codes}")
+    try:
         return a.reshape(codes)
-    raise UnsupportedOpError(f"{cx.where()}: reshape of a parameter by {codes}")
+    except ValueError:
+        _bad(cx, "shape", tuple(codes), f"a shape of {a.size} elements (the input's {a.shape})")
 
 
 @converter("transpose")
 def _transpose(cx, node: MXNode) -> None:
-    axes = list(cx.attr("axes", "ints", ()))
-    cx.define(cx.add("Transpose", [cx.input(0)], {"perm": axes} if axes else {}))
+    x = cx.input(0)
+    axes = list(cx.attr("axes", "ints", ()) or ())
+    rank = cx.rank(x)
+    if axes and (sorted(axes) != list(range(len(axes))) or rank not in (None, len(axes))):
+        _bad(cx, "axes", tuple(axes), f"a permutation of 0..{(rank or len(axes)) - 1}")
+    cx.define(cx.add("Transpose", [x], {"perm": axes} if axes else {}))
 
 
 @converter("SwapAxis", "swapaxes")
 def _swap_axis(cx, node: MXNode) -> None:
+    x = cx.input(0)
     a, b = sorted((cx.attr("dim1", "int", 0), cx.attr("dim2", "int", 0)))
     if a < 0:
         raise UnsupportedOpError(f"{cx.where()}: negative axes need the rank, unknown at load")
-    cx.define(_swap_axes(cx, cx.input(0), a, b))
+    for key in ("dim1", "dim2"):
+        _axes(cx, key, [cx.attr(key, "int", 0)], cx.rank(x))
+    cx.define(_swap_axes(cx, x, a, b))
 
 
 @converter("expand_dims")
 def _expand_dims(cx, node: MXNode) -> None:
-    cx.define(cx.add("Unsqueeze", [cx.input(0), cx.ints([cx.attr("axis", "int")], "axis")]))
+    x, axis = cx.input(0), cx.attr("axis", "int")
+    rank = cx.rank(x)
+    _axes(cx, "axis", [axis], None if rank is None else rank + 1)
+    cx.define(cx.add("Unsqueeze", [x, cx.ints([axis], "axis")]))
 
 
 @converter("Flatten", "flatten")
@@ -428,12 +607,13 @@ def _flatten(cx, node: MXNode) -> None:
 
 @converter("slice_axis")
 def _slice_axis(cx, node: MXNode) -> None:
-    end = cx.attr("end", "int?", None)
+    x, axis, end = cx.input(0), cx.attr("axis", "int"), cx.attr("end", "int?", None)
+    _axes(cx, "axis", [axis], cx.rank(x))
     inputs = [
-        cx.input(0),
+        x,
         cx.ints([cx.attr("begin", "int")], "begin"),
         cx.ints([_INT64_MAX if end is None else end], "end"),
-        cx.ints([cx.attr("axis", "int")], "axis"),
+        cx.ints([axis], "axis"),
     ]
     cx.define(cx.add("Slice", inputs))
 
@@ -463,7 +643,30 @@ def _batch_dot(cx, node: MXNode) -> None:
 
 
 # -- sequences --------------------------------------------------------------------------------
-def _steps_grid(cx, x: ir.Value, lengths: ir.Value, axis: int) -> tuple[ir.Value, ir.Value]:
+def _lengths(cx, slot: int, x: ir.Value, axis: int, minimum: int = 0) -> ir.Value:
+    """Input `slot`, the sequence lengths of x ([T, N, ...] for axis 0, [N, T, ...] for 1), as
+    int64 checked when the model runs: MXNet takes them as floats, and a NaN, an infinity, a
+    fraction or a length past T must be refused naming the model's input, not be cast."""
+    lengths = cx.input(slot)
+    node, output = cx.node.inputs[slot]
+    producer = cx.symbol.nodes[node]
+    source = (
+        f"model input {producer.name!r}"
+        if producer.op == "null"
+        else f"output {output} of {producer.op} node {producer.name!r}"
+    )
+    attrs = {"axis": axis, "minimum": minimum, "source": f"{cx.where()}: lengths ({source})"}
+    return cx.add(
+        "SequenceLengths",
+        [lengths, x],
+        attrs,
+        domain=fir.DOMAIN,
+        name=f"{cx.node.name}/lengths",
+        dtype=ir.DataType.INT64,
+    )
+
+
+def _steps_grid(cx, x: ir.Value, axis: int) -> tuple[ir.Value, ir.Value]:
     """(x as [T, N, rest] or [N, T, rest], a bool [T, N, 1] / [N, T, 1] of the real steps)."""
     t = _shape(cx, x, axis, axis + 1)
     steps = cx.add(
@@ -474,7 +677,7 @@ def _steps_grid(cx, x: ir.Value, lengths: ir.Value, axis: int) -> tuple[ir.Value
             cx.const(np.int64(1), "one"),
         ],
     )
-    lens = cx.cast(lengths, ir.DataType.INT64, f"{cx.node.name}/lengths")
+    lens = _lengths(cx, 1, x, axis)
     if axis == 0:
         real = cx.add(
             "Less",
@@ -506,9 +709,10 @@ def _sequence_mask(cx, node: MXNode) -> None:
     axis = cx.attr("axis", "int", 0)
     if axis not in (0, 1):
         raise UnsupportedOpError(f"{cx.where()}: axis {axis}, expected 0 or 1")
-    three, real = _steps_grid(cx, x, cx.input(1), axis)
+    three, real = _steps_grid(cx, x, axis)
     dtype = x.dtype.numpy() if x.dtype is not None else np.float32
-    fill = cx.const(np.asarray(cx.attr("value", "float", 0.0), dtype), f"{node.name}/value")
+    value = _scalar(cx, "value", cx.attr("value", "float", 0.0), np.dtype(dtype))
+    fill = cx.const(value, f"{node.name}/value")
     masked = cx.add("Where", [real, three, fill], dtype=x.dtype)
     cx.define(cx.add("Reshape", [masked, _shape(cx, x, 0)]))
 
@@ -522,7 +726,7 @@ def _sequence_last(cx, node: MXNode) -> None:
     if not cx.attr("use_sequence_length", "bool", False):
         cx.define(cx.add("Gather", [x, cx.const(np.int64(-1), "last")], {"axis": axis}))
         return
-    lens = cx.cast(cx.input(1), ir.DataType.INT64, f"{node.name}/lengths")
+    lens = _lengths(cx, 1, x, axis, minimum=1)
     last = cx.add("Sub", [lens, cx.ints([1], "one")])  # [N]
     # x as [N, T, rest]; the row of sentence n is n * T + last[n].
     batch_major = x if axis == 1 else _swap_axes(cx, x, 0, 1)

@@ -2,17 +2,21 @@
 
 The layout follows MXNet 1.9.1's NDArray::Load / LegacyLoad (src/ndarray/ndarray.cc), summed up
 in docs/mxnet.md ("The .params format"). The file is untrusted: every malformation is a
-ModelFormatError that names the file, the part and the byte position, and sizes are checked
-against the bytes that are left before anything is allocated.
+ModelFormatError that names the file, the part and the byte position. The file is read front to
+back, each part exactly as long as it is declared, and every declared size is checked against
+the bytes the file still holds before anything is allocated or read. Bytes after the last name
+are not read: NDArray::Load stops there too.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import os
+import stat
 import struct
 from pathlib import Path
-from typing import NoReturn
+from typing import BinaryIO, NoReturn
 
 import ml_dtypes
 import numpy as np
@@ -46,33 +50,60 @@ _PREFIXES = ("arg", "aux")
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
 _U64 = struct.Struct("<Q")
+# The smallest array record: a pre-V1 header of ndim 0, dev_type, dev_id, type flag.
+_MIN_ARRAY_BYTES = 16
 
 
 class _Reader:
-    def __init__(self, data: bytes, source: str) -> None:
-        self.view = memoryview(data).cast("B")
+    """Reads `stream` (`size` bytes in all) front to back; every read is checked against the
+    bytes left first, and reads exactly what it asks for."""
+
+    def __init__(self, stream: BinaryIO, size: int, source: str) -> None:
+        self.stream = stream
+        self.size = size
         self.source = source
         self.pos = 0
 
     def fail(self, part: str, at: int, message: str) -> NoReturn:
         raise ModelFormatError(f"{self.source}: {part} at byte {at}: {message}")
 
+    def left(self) -> int:
+        return self.size - self.pos
+
     def need(self, size: int, part: str) -> None:
-        left = len(self.view) - self.pos
-        if size > left:
-            self.fail(part, self.pos, f"{size} bytes needed, {left} left in the file (truncated)")
+        if size > self.left():
+            self.fail(
+                part, self.pos, f"{size} bytes needed, {self.left()} left in the file (truncated)"
+            )
+
+    def read_into(self, buffer: memoryview, part: str) -> None:
+        """Fills `buffer` (bytes) from the file, which must hold that many more."""
+        self.need(len(buffer), part)
+        done = 0
+        while done < len(buffer):
+            got = self.stream.readinto(buffer[done:])
+            if not got:  # shorter than its size said: it changed while being read
+                self.fail(part, self.pos + done, "the file ended early")
+            done += got
+        self.pos += done
+
+    def read(self, size: int, part: str) -> bytes:
+        self.need(size, part)
+        data = bytearray(size)
+        self.read_into(memoryview(data), part)
+        return bytes(data)
+
+    def skip(self, size: int, part: str) -> None:
+        self.need(size, part)
+        self.stream.seek(size, io.SEEK_CUR)
+        self.pos += size
 
     def take(self, st: struct.Struct, part: str) -> int:
-        self.need(st.size, part)
-        (value,) = st.unpack_from(self.view, self.pos)
-        self.pos += st.size
+        (value,) = st.unpack(self.read(st.size, part))
         return value
 
     def dims(self, ndim: int, item: str, part: str) -> list[int]:
-        self.need(ndim * np.dtype(item).itemsize, part)
-        dims = np.frombuffer(self.view, item, ndim, self.pos).tolist()
-        self.pos += ndim * np.dtype(item).itemsize
-        return dims
+        return np.frombuffer(self.read(ndim * np.dtype(item).itemsize, part), item).tolist()
 
 
 def _shape(r: _Reader, part: str, v3: bool) -> list[int] | None:
@@ -101,15 +132,11 @@ def _data(r: _Reader, dims: list[int], dtype: np.dtype, part: str) -> np.ndarray
     at = r.pos
     r.need(count * dtype.itemsize, f"{part} ({dtype} {_show(dims)})")
     try:
-        if count == 0:
-            array = np.zeros(dims, dtype)
-        else:
-            # astype copies: the array owns its memory, native-endian, aligned, writeable.
-            flat = np.frombuffer(r.view, dtype.newbyteorder("<"), count, r.pos)
-            array = flat.reshape(dims).astype(dtype)
+        array = np.empty(dims, dtype.newbyteorder("<"))
     except ValueError as e:  # more dimensions than numpy allows, or an absurd empty shape
         r.fail(part, at, f"shape {_show(dims)}: {e}")
-    r.pos += count * dtype.itemsize
+    r.read_into(memoryview(array.reshape(-1).view(np.uint8)), part)
+    array = array.astype(dtype, copy=False)  # native order (a copy only on big-endian hosts)
     if dtype == np.bool_:
         # MXNet stores one byte per bool; a byte other than 0 or 1 would be a malformed True.
         array = array.view(np.uint8).astype(np.bool_)
@@ -161,9 +188,7 @@ def _array(r: _Reader, index: int) -> np.ndarray | str:
     blocks = [("data", dtype, storage_dims or [])]
     blocks += [(f"aux {i} data", t, d or []) for i, (t, d) in enumerate(aux)]
     for what, item, skipped in blocks:
-        size = math.prod(skipped) * item.itemsize
-        r.need(size, f"{part} {what} ({item} {_show(skipped)})")
-        r.pos += size
+        r.skip(math.prod(skipped) * item.itemsize, f"{part} {what} ({item} {_show(skipped)})")
     return f"is {_STORAGE[stype]} (header at byte {at}): sparse storage is not supported"
 
 
@@ -171,12 +196,25 @@ def parse_params(data: bytes, source: str = "<bytes>") -> dict[str, tuple[str, n
     """The arrays of an MXNet `.params` / `nd.save` file held in `data`, in file order:
     bare name -> (kind, array), kind "arg" or "aux" from the name's prefix, "" without one.
     A file saved from a list has no names: its arrays are named "0", "1", ..."""
-    r = _Reader(data, source)
+    return _parse(_Reader(io.BytesIO(data), len(data), source))
+
+
+def _parse(r: _Reader) -> dict[str, tuple[str, np.ndarray]]:
+    source = r.source
     if (magic := r.take(_U64, "list magic")) != LIST_MAGIC:
         r.fail("list magic", 0, f"{magic:#x}, expected {LIST_MAGIC:#x} (not an MXNet params file)")
     if (reserved := r.take(_U64, "reserved word")) != 0:
         r.fail("reserved word", 8, f"{reserved:#x}, expected 0")
+    at = r.pos
     count = r.take(_U64, "array count")
+    most = max(r.left() - _U64.size, 0) // _MIN_ARRAY_BYTES  # the name count follows them
+    if count > most:
+        r.fail(
+            "array count",
+            at,
+            f"{count} arrays, but the {r.left()} bytes left hold at most {most} "
+            f"({_MIN_ARRAY_BYTES} bytes each at least, then the name count)",
+        )
     arrays = [_array(r, i) for i in range(count)]
     at = r.pos
     num_names = r.take(_U64, "name count")
@@ -186,14 +224,11 @@ def parse_params(data: bytes, source: str = "<bytes>") -> dict[str, tuple[str, n
     for i in range(num_names):
         at = r.pos
         length = r.take(_U64, f"name #{i} length")
-        r.need(length, f"name #{i} of {length} bytes")
+        raw = r.read(length, f"name #{i} of {length} bytes")
         try:
-            names.append(str(r.view[r.pos : r.pos + length], "utf-8"))
+            names.append(raw.decode("utf-8"))
         except UnicodeDecodeError as e:
             r.fail(f"name #{i}", at, f"not UTF-8: {e}")
-        r.pos += length
-    if r.pos != len(r.view):
-        r.fail("end", r.pos, f"{len(r.view) - r.pos} bytes left after the last name")
     result: dict[str, tuple[str, np.ndarray]] = {}
     for i, array in enumerate(arrays):
         full = names[i] if names else str(i)
@@ -214,10 +249,14 @@ def read_params_with_kind(path: str | os.PathLike) -> dict[str, tuple[str, np.nd
     """The arrays of an MXNet `.params` file: bare name -> (kind "arg"/"aux"/"", array)."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        # Only a regular file: opening a FIFO would wait for a writer, a device may not end.
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ModelFormatError(f"{path}: the params file is not a regular file")
+        with path.open("rb") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            return _parse(_Reader(stream, size, os.fspath(path)))
     except OSError as e:
         raise ModelFormatError(f"{path}: cannot read the params file: {e}") from None
-    return parse_params(data, os.fspath(path))
 
 
 def read_params(path: str | os.PathLike) -> dict[str, np.ndarray]:

@@ -21,7 +21,13 @@ import onnx_ir as ir
 
 from fusebridge.errors import ArgumentError, UnsupportedOpError
 from fusebridge.integrations.mxnet.params import write_params
-from fusebridge.integrations.mxnet.symbol import parse_bool, parse_int, parse_str
+from fusebridge.integrations.mxnet.symbol import (
+    MXSymbol,
+    parse_bool,
+    parse_int,
+    parse_str,
+    parse_symbol,
+)
 
 SYMBOL_KEY = "fusebridge.mxnet.symbol"
 # Parameters the loader keeps only in another form (op_converters.py): (op, input slot) -> the
@@ -33,13 +39,24 @@ _CONVERTED = {
 
 
 class _Writer:
-    def __init__(self, source: dict, model: ir.Model) -> None:
+    def __init__(self, source: dict, symbol: MXSymbol, model: ir.Model) -> None:
         self.source = source
+        self.symbol = symbol  # source parsed: attributes merged as MXNet merges them
         self.initializers = model.graph.initializers
         self.nodes: list[dict] = []
         self.moved: dict[int, int] = {}  # old node -> its copy, outputs in the same places
         self.entry: dict[tuple[int, int], list[int]] = {}  # old (node, out) -> new, replaced
         self.params: dict[str, np.ndarray] = {}
+        # One pass over the graph: what each parameter was converted into (_CONVERTED), and
+        # which outputs any node uses.
+        self.converted: dict[str, list[tuple[str, object]]] = {}
+        self.used: set[tuple[int, int]] = set()
+        for node in symbol.nodes:
+            for slot, (producer, output) in enumerate(node.inputs):
+                self.used.add((producer, output))
+                if (made := _CONVERTED.get((node.op, slot))) is not None:
+                    name = symbol.nodes[producer].name
+                    self.converted.setdefault(name, []).append((f"{node.name}/{made[0]}", made[1]))
 
     def add(self, node: dict) -> int:
         self.nodes.append(node)
@@ -52,12 +69,7 @@ class _Writer:
     def parameter(self, name: str) -> np.ndarray:
         """MXNet parameter `name` from the model's initializers: under its own name, or undone
         from the form a converter made of it (_CONVERTED)."""
-        made = [(name, None)]
-        for node in self.source["nodes"]:
-            for slot, entry in enumerate(node["inputs"]):
-                converted = _CONVERTED.get((node["op"], slot))
-                if converted and self.source["nodes"][entry[0]]["name"] == name:
-                    made.append((f"{node['name']}/{converted[0]}", converted[1]))
+        made = [(name, None), *self.converted.get(name, [])]
         for initializer, undo in made:
             value = self.initializers.get(initializer)
             if value is not None and value.const_value is not None:
@@ -86,12 +98,12 @@ class _Writer:
         return value.const_value.numpy()
 
     def rnn(self, index: int, node: dict) -> None:
-        name, attrs = node["name"], node.get("attrs", {})
+        name, attrs = node["name"], self.symbol.nodes[index].attrs
         if parse_str(attrs.get("mode", ""), name, "mode") != "gru":
             self.keep(index, node)
             return
         if parse_bool(attrs.get("state_outputs", "False"), name, "state_outputs") and any(
-            e[0] == index and e[1] > 0 for n in self.source["nodes"] for e in n["inputs"]
+            (index, k) in self.used for k in (1, 2)
         ):
             raise UnsupportedOpError(f"save_mxnet: RNN {name!r}: its state output is used")
         layers = parse_int(attrs.get("num_layers", "1"), name, "num_layers")
@@ -119,8 +131,8 @@ class _Writer:
                 }
             )
             lengths = [total, 0, 0]
-        state_node = self.source["nodes"][node["inputs"][2][0]] if len(inputs) > 2 else None
-        has_state = state_node is not None and state_node["op"] != "_zeros"
+        state_node = self.symbol.nodes[node["inputs"][2][0]] if len(inputs) > 2 else None
+        has_state = state_node is not None and state_node.op != "_zeros"
         d = 2 if bidirectional else 1
         for layer in range(layers):
             parts = [
@@ -160,7 +172,7 @@ class _Writer:
         self.entry[(index, 0)] = x
 
     def dropout(self, index: int, node: dict) -> None:
-        attrs = node.get("attrs", {})
+        attrs = self.symbol.nodes[index].attrs
         if parse_str(attrs.get("mode", "training"), node["name"], "mode") != "training":
             self.keep(index, node)  # 'always' drops at inference: MXNet's own bits, kept
             return
@@ -195,8 +207,10 @@ def save_mxnet(model: ir.Model, prefix: str | os.PathLike) -> tuple[Path, Path]:
             "save_mxnet: the model was not loaded from an MXNet symbol file (fb.load of "
             "prefix-symbol.json keeps the MXNet graph it writes back)"
         )
+    # Checked again: the metadata of a model read from an ONNX file is that file's to say.
+    symbol = parse_symbol(text, f"save_mxnet: the model's {SYMBOL_KEY} metadata")
     source = json.loads(text)
-    writer = _Writer(source, model)
+    writer = _Writer(source, symbol, model)
     for index, node in enumerate(source["nodes"]):
         if node["op"] == "null":
             writer.moved[index] = writer.add(dict(node))

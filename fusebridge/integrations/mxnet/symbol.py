@@ -107,6 +107,8 @@ def _node(value: object, nodes: list[MXNode], where: str) -> MXNode:
     if not isinstance(obj["inputs"], list):
         _fail(where, f"inputs: expected a list, found {obj['inputs']!r:.80}")
     inputs = tuple(_entry(e, nodes, f"{where} input {i}") for i, e in enumerate(obj["inputs"]))
+    if op == "null" and inputs:
+        _fail(where, f"a variable has no inputs, found {len(inputs)}")
     attrs: dict[str, str] = {}
     for key, v in obj.items():  # document order: the later of attrs/attr wins
         if key in ("attrs", "attr"):
@@ -150,9 +152,13 @@ def _graph(value: object, where: str) -> MXSymbol:
         index_of[node.name] = i
         nodes.append(node)
     arg_nodes = _ints(obj["arg_nodes"], f"{where} arg_nodes")
+    listed: set[int] = set()
     for i in arg_nodes:
         if i >= len(nodes) or nodes[i].op != "null":
             _fail(where, f"arg_nodes: {i} is not a variable node (of {len(nodes)} nodes)")
+        if i in listed:
+            _fail(where, f"arg_nodes: node {i} is listed twice")
+        listed.add(i)
     if not isinstance(obj["heads"], list):
         _fail(where, f"heads: expected a list, found {obj['heads']!r:.80}")
     heads = tuple(_entry(e, nodes, f"{where} head {i}") for i, e in enumerate(obj["heads"]))
@@ -179,20 +185,29 @@ def parse_symbol(text: str | bytes, source: str = "<json>") -> MXSymbol:
         raise ModelFormatError(f"{source}: subgraphs nested too deeply") from None
 
 
-def read_symbol(path: str | os.PathLike) -> MXSymbol:
-    """The graph of an MXNet `prefix-symbol.json` file."""
+def read_symbol_and_text(path: str | os.PathLike) -> tuple[MXSymbol, str]:
+    """The graph of an MXNet `prefix-symbol.json` file, and the file's text."""
     path = Path(path)
+    if not path.is_file():  # a FIFO would wait for a writer, a device might never end
+        raise ModelFormatError(f"{path}: the symbol file is missing or not a regular file")
     try:
         data = path.read_bytes()
     except OSError as e:
         raise ModelFormatError(f"{path}: cannot read the symbol file: {e}") from None
-    return parse_symbol(data, os.fspath(path))
+    return parse_symbol(data, os.fspath(path)), data.decode("utf-8")  # parse_symbol: UTF-8
+
+
+def read_symbol(path: str | os.PathLike) -> MXSymbol:
+    """The graph of an MXNet `prefix-symbol.json` file."""
+    return read_symbol_and_text(path)[0]
 
 
 # -- attribute values: MXNet writes every one as a string -------------------------------------
 
-# At most 19 digits: MXNet's integers are int64, and int() refuses over 4300 digits anyway.
+# At most 19 digits (int() refuses over 4300 anyway), then in int64's range: MXNet's integers
+# are int64 (or narrower), and numpy and ONNX cannot hold a larger one.
 _INT = re.compile(r"\s*[+-]?\d{1,19}\s*", re.ASCII)
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _FLOAT = re.compile(
     r"\s*[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|inf|infinity|nan)\s*", re.ASCII | re.IGNORECASE
 )
@@ -219,10 +234,17 @@ def parse_bool(value: str, node: str, key: str) -> bool:
     _bad(value, node, key, "True, False, 1 or 0")
 
 
+def _int64(text: str, value: str, node: str, key: str, expected: str) -> int:
+    number = int(text)
+    if not _INT64_MIN <= number <= _INT64_MAX:
+        _bad(value, node, key, f"{expected} (in int64's range)")
+    return number
+
+
 def parse_int(value: str, node: str, key: str) -> int:
     if not _INT.fullmatch(parse_str(value, node, key)):
         _bad(value, node, key, "an integer")
-    return int(value)
+    return _int64(value, value, node, key, "an integer")
 
 
 def parse_optional_int(value: str, node: str, key: str) -> int | None:
@@ -231,7 +253,7 @@ def parse_optional_int(value: str, node: str, key: str) -> int | None:
         return None
     if not _INT.fullmatch(value):
         _bad(value, node, key, "an integer or None")
-    return int(value)
+    return _int64(value, value, node, key, "an integer or None")
 
 
 def parse_float(value: str, node: str, key: str) -> float:
@@ -245,18 +267,19 @@ def parse_ints(value: str, node: str, key: str) -> tuple[int, ...] | None:
     text = parse_str(value, node, key).strip()
     if text == "None":
         return None
+    expected = "a tuple of integers such as (2, 3)"
     if _TUPLE_ITEM.fullmatch(text):
-        return (int(_TUPLE_ITEM.fullmatch(text)[1]),)
+        return (_int64(_TUPLE_ITEM.fullmatch(text)[1], value, node, key, expected),)
     if len(text) < 2 or text[0] not in "([" or text[-1] not in ")]":
-        _bad(value, node, key, "a tuple of integers such as (2, 3)")
+        _bad(value, node, key, expected)
     inner = text[1:-1].strip()
     items = inner.split(",") if inner else []
     if items and not items[-1].strip():  # "(1,)"
         items.pop()
     matches = [_TUPLE_ITEM.fullmatch(item) for item in items]
     if not all(matches):
-        _bad(value, node, key, "a tuple of integers such as (2, 3)")
-    return tuple(int(m[1]) for m in matches)
+        _bad(value, node, key, expected)
+    return tuple(_int64(m[1], value, node, key, expected) for m in matches)
 
 
 # Parsers by kind, each called as parser(value, node name, attribute name).

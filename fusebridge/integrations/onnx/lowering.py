@@ -140,6 +140,11 @@ def lower_sequence_pool(op: OpBuilder, node: ir.Node) -> list[ir.Value]:
     return [pooling.sequence_pool(op, *node.inputs, attrs["pooltype"], attrs["pad_value"])]
 
 
+def lower_sequence_lengths(op: OpBuilder, node: ir.Node) -> list[ir.Value]:
+    # Plain ONNX has no way to refuse a bad length: the export casts, as MXNet itself does.
+    return [op.Cast(node.inputs[0], to=ir.DataType.INT64)]
+
+
 LOWERINGS: dict[str, Callable[[OpBuilder, ir.Node], list[ir.Value]]] = {
     "GRU": lower_gru,
     "FusionGRU": lower_gru,
@@ -148,6 +153,7 @@ LOWERINGS: dict[str, Callable[[OpBuilder, ir.Node], list[ir.Value]]] = {
     "Dropout": lower_dropout,
     "CRFDecoding": lower_crf_decoding,
     "SequencePool": lower_sequence_pool,
+    "SequenceLengths": lower_sequence_lengths,
 }
 
 

@@ -182,11 +182,17 @@ def test_every_truncation_is_reported():
         (params_bytes([], reserved=1), ["reserved word at byte 8"]),
         # Sizes are checked against the file before anything is allocated.
         (params_bytes([f32("v2", (1 << 40, 1 << 20))]), ["array #0 data", "bytes needed"]),
-        (params_bytes([struct.pack("<I", 0xDEADBEEF)]), ["array #0 legacy shape", "no known"]),
+        (
+            params_bytes([struct.pack("<I", 0xDEADBEEF) + bytes(12)]),
+            ["array #0 legacy shape", "no known"],
+        ),
         (params_bytes([f32("v2", (2, -3))]), ["array #0 shape at byte 32", "negative dim"]),
         (params_bytes([f32("v1", (-2,))]), ["array #0 shape", "negative dim"]),
         (params_bytes([f32("v3", (-2,))]), ["array #0 shape", "negative dim"]),
-        (params_bytes([struct.pack("<Iii", V2, 0, -1)]), ["array #0 shape ndim", "negative"]),
+        (
+            params_bytes([struct.pack("<Iii", V2, 0, -1) + bytes(4)]),
+            ["array #0 shape ndim", "negative"],
+        ),
         (params_bytes([f32("v2", (1, 1), flag=13)]), ["type flag at byte", "unknown type flag 13"]),
         (params_bytes([f32("v2", (0,), flag=-1)]), ["unknown type flag -1"]),
         (params_bytes([f32("v2", (0,), stype=3)]), ["storage type at byte 28", "type 3"]),
@@ -202,7 +208,11 @@ def test_every_truncation_is_reported():
         (params_bytes([f32("v2", (0,))] * 2, ["arg:w", "aux:w"]), ["'aux:w' (#1)", "second"]),
         (params_bytes([f32("v2", (0,))] * 2, ["w", "w"]), ["'w' (#1)", "second array"]),
         (params_bytes([f32("v2", (0,))] * 2, ["w"]), ["name count", "1 names for 2 arrays"]),
-        (params_bytes([f32("v2", (0,))], ["w"]) + b"\0", ["end at byte", "1 bytes left"]),
+        # A count the bytes left cannot hold is refused before any array is read.
+        (
+            params_bytes([f32("v2", (0,))] * 2).replace(b"\2", b"\xff", 1),
+            ["array count at byte 16", "255 arrays", "72 bytes left hold at most 4"],
+        ),
         (params_bytes([f32("v2", (0,))], [b"\xff"]), ["name #0 at byte", "not UTF-8"]),
         (params_bytes([], ["w"]), ["1 names for 0 arrays"]),
     ],
