@@ -127,7 +127,7 @@ def test_onnxruntime_error_names_the_partition_and_node(tagger):
     message = str(caught.value)
     assert re.search(r"ONNX partition \[Squeeze, .*Gather\]", message)  # (Paddle's id check)
     assert "(it reads input(s) ['words'])" in message
-    assert ", at Gather node '" in message
+    assert ", at Gather node " in message
     assert caught.value.__cause__ is not None
 
 
