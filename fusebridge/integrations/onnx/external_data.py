@@ -18,12 +18,13 @@ import math
 import os
 import stat
 from collections.abc import Iterator
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import onnx
 import onnx_ir as ir
 
 from fusebridge.errors import ModelFormatError
+from fusebridge.integrations.model_paths import file_inside
 
 
 def all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -101,35 +102,11 @@ def _entries(tensor: onnx.TensorProto, where: str) -> tuple[str, int, int | None
     return keys["location"], numbers[0] or 0, numbers[1]
 
 
-def _data_file(location: str, base: Path, where: str) -> Path:
-    """The file `location` names, checked to stay inside `base` (the model's directory)."""
-    if not location or any(ord(c) < 32 or ord(c) == 127 for c in location):
-        raise ModelFormatError(f"{where}: location {location!r}, expected a file name")
-    posix, native = PurePosixPath(location), Path(location)
-    if posix.is_absolute() or native.is_absolute() or native.drive:
-        raise ModelFormatError(
-            f"{where}: location {location!r} is absolute, expected a path relative to the "
-            "model's directory"
-        )
-    if ".." in posix.parts or ".." in native.parts:
-        raise ModelFormatError(
-            f"{where}: location {location!r} contains '..', expected a path inside the "
-            "model's directory"
-        )
-    path = Path(os.path.realpath(base / native))
-    if base != path and base not in path.parents:
-        raise ModelFormatError(
-            f"{where}: location {location!r} resolves (through a symlink) to {str(path)!r}, "
-            f"outside the model's directory {str(base)!r}"
-        )
-    return path
-
-
 def _read_in(tensor: onnx.TensorProto, model_file: Path, base: Path) -> None:
     where = f"load: {str(model_file)!r}: tensor {tensor.name!r}"
     location, offset, length = _entries(tensor, where)
     where += f", external data {location!r}"
-    path = _data_file(location, base, where)
+    path = file_inside(location, base, where)
     nbytes = tensor_nbytes(tensor, where)
     if length is not None and length != nbytes:
         raise ModelFormatError(

@@ -20,6 +20,7 @@ from typing import BinaryIO
 import numpy as np
 
 from fusebridge.errors import ModelFormatError
+from fusebridge.integrations.model_paths import file_inside
 from fusebridge.integrations.paddle.program_desc import (
     DENSE_TENSOR,
     FEED_MINIBATCH,
@@ -278,11 +279,9 @@ def load_parameters(
                     f"{records.pos} after the last of {len(saved)} parameters"
                 )
         return params
+    base = Path(os.path.realpath(model_dir))
     for name, var in saved.items():
-        relative = Path(name)
-        if relative.is_absolute() or ".." in relative.parts:
-            raise ModelFormatError(f"parameter {name!r}: the name leaves the model directory")
-        path = model_dir / relative
+        path = file_inside(name, base, f"parameter {name!r}", "file name")
         if not path.is_file():
             raise ModelFormatError(f"parameter {name!r}: no file {path}")
         what = f"parameter {name!r} ({path})"

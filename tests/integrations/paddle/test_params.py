@@ -231,8 +231,28 @@ def test_separate_parameter_problems(tmp_path):
     with pytest.raises(ModelFormatError, match="parameter 'w': no file"):
         load_parameters(PROGRAM, tmp_path, None)
     escaping = _program(var_desc("../w", 5, [2, 3], persistable=True))
-    with pytest.raises(ModelFormatError, match="leaves the model directory"):
+    with pytest.raises(ModelFormatError, match=r"parameter '\.\./w': file name .* contains '\.\.'"):
         load_parameters(escaping, tmp_path / "sub", None)
+    absolute = _program(var_desc(str(tmp_path / "w"), 5, [2, 3], persistable=True))
+    with pytest.raises(ModelFormatError, match="is absolute"):
+        load_parameters(absolute, tmp_path / "sub", None)
+
+
+def test_a_parameter_file_linked_out_of_the_model_directory_is_refused(tmp_path):
+    """As for ONNX external data: the model names a file inside its directory, and a symlink
+    there must not lead fusebridge to read one outside."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "outside").mkdir()
+    for name, array in ARRAYS.items():
+        (tmp_path / "outside" / name).write_bytes(record(array))
+        (tmp_path / "model" / name).symlink_to(tmp_path / "outside" / name)
+    with pytest.raises(ModelFormatError, match="resolves \\(through a symlink\\) to .*outside"):
+        load_parameters(PROGRAM, tmp_path / "model", None)
+    for name in ARRAYS:  # links that stay inside the directory are fine
+        (tmp_path / "model" / name).unlink()
+        (tmp_path / "model" / f"{name}.data").write_bytes(record(ARRAYS[name]))
+        (tmp_path / "model" / name).symlink_to(tmp_path / "model" / f"{name}.data")
+    assert set(load_parameters(PROGRAM, tmp_path / "model", None)) == set(ARRAYS)
 
 
 def test_combined_file_must_end_after_the_last_record(tmp_path):
