@@ -47,10 +47,28 @@ def model_proto(model: ir.Model) -> onnx.ModelProto:
         # Inferred types and ranks for outputs the frontends left without (the checker wants
         # them).
         proto = onnx.shape_inference.infer_shapes(proto, strict_mode=True)
+        _require_ranks(proto.graph)
         onnx.checker.check_model(proto, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
         raise ModelFormatError(f"save_onnx: the model is not valid ONNX: {exc}") from exc
     return proto
+
+
+def _require_ranks(graph: onnx.GraphProto) -> None:
+    """ONNX files need a rank on every graph input and output (onnx.checker: "Field 'shape' of
+    'type' is required"); fusebridge runs models without (MXNet symbols declare no shapes)."""
+    missing = [
+        v.name
+        for v in [*graph.input, *graph.output]
+        if v.type.HasField("tensor_type") and not v.type.tensor_type.HasField("shape")
+    ]
+    if missing:
+        raise ArgumentError(
+            f"save_onnx: graph inputs/outputs {missing} have no shape, not even a rank, and an "
+            "ONNX file needs one for each (MXNet symbols declare none): give the inputs theirs "
+            "first (model.graph.inputs[i].shape = onnx_ir.Shape(['N', 'T', 16]), symbolic "
+            "dims as names), or save an MXNet model with fusebridge.save_mxnet"
+        )
 
 
 def save_onnx(model: ir.Model, path: str | os.PathLike, *, portable: bool = False) -> None:

@@ -244,3 +244,24 @@ def test_training_dropout_is_refused_by_the_portable_export(tmp_path):
     graph = ir.Graph([x, seed], node.outputs, nodes=[node], opset_imports={"": 17}, name="d")
     with pytest.raises(fb.UnsupportedOpError, match="Dropout node 'drop': a training dropout"):
         fb.save_onnx(ir.Model(graph, ir_version=10), tmp_path / "d.onnx", portable=True)
+
+
+def test_mxnet_models_save_as_onnx_once_their_inputs_have_a_rank(tmp_path):
+    """MXNet symbols declare no input shapes; ONNX files need a rank on every graph input and
+    output. Without one save_onnx says so (naming them), with one the file runs as the model."""
+    from pathlib import Path
+
+    from fusebridge.models.mxnet_models import sample_inputs
+
+    fixtures = Path(__file__).parents[2] / "fixtures" / "mxnet"
+    model, _ = fb.optimize(fb.load(fixtures / "mlp_dropout-symbol.json"))
+    with pytest.raises(fb.ArgumentError, match=r"\['data', .*\] have no shape, not even a rank"):
+        fb.save_onnx(model, tmp_path / "m.onnx")
+    assert not (tmp_path / "m.onnx").exists()
+    model.graph.inputs[0].shape = ir.Shape(["N", 20])
+    fb.save_onnx(model, tmp_path / "m.onnx")
+    (x,) = sample_inputs("mlp_dropout")
+    got = fb.Session(tmp_path / "m.onnx").run({"data": x})
+    want = fb.Session(model).run({"data": x})
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
