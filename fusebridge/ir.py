@@ -351,6 +351,18 @@ def schema(op_type: str) -> OpSchema:
         ) from None
 
 
+def subgraphs(node: ir.Node) -> list[tuple[str, ir.Graph]]:
+    """The graphs in node's attributes (If's branches, Loop's body), each with its attribute's
+    name ("body", or "branches[1]" for a list)."""
+    found = []
+    for name, attr in node.attributes.items():
+        if attr.type == ir.AttributeType.GRAPH:
+            found.append((name, attr.value))
+        elif attr.type == ir.AttributeType.GRAPHS:
+            found.extend((f"{name}[{i}]", g) for i, g in enumerate(attr.value))
+    return found
+
+
 def is_fusebridge(node: ir.Node) -> bool:
     return node.domain == DOMAIN
 

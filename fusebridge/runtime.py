@@ -70,12 +70,7 @@ class _Step:
 
 def _subgraphs(node: ir.Node) -> list[ir.Graph]:
     """Every graph inside node, nested ones included."""
-    graphs = []
-    for attr in node.attributes.values():
-        if attr.type == ir.AttributeType.GRAPH:
-            graphs.append(attr.value)
-        elif attr.type == ir.AttributeType.GRAPHS:
-            graphs.extend(attr.value)
+    graphs = [g for _, g in fir.subgraphs(node)]
     return graphs + [g for graph in graphs for n in graph for g in _subgraphs(n)]
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 import onnx_ir as ir
 
+from fusebridge import ir as fir
 from fusebridge.errors import ModelFormatError
 
 # The single-input standard ops a value passes through unchanged but for its type: a feed
@@ -31,16 +32,6 @@ def check_graph(graph: ir.Graph) -> None:
     if not graph.outputs:
         raise ModelFormatError("Session: the graph has no outputs, so there is nothing to run")
     _check_scope(graph, {}, "")
-
-
-def _subgraphs(node: ir.Node) -> list[tuple[str, ir.Graph]]:
-    found = []
-    for name, attr in node.attributes.items():
-        if attr.type == ir.AttributeType.GRAPH:
-            found.append((name, attr.value))
-        elif attr.type == ir.AttributeType.GRAPHS:
-            found.extend((f"{name}[{i}]", g) for i, g in enumerate(attr.value))
-    return found
 
 
 def _check_scope(
@@ -99,7 +90,7 @@ def _check_scope(
     reads: dict[ir.Node, list[ir.Value]] = {}
     for node in graph:
         reads[node] = [read(v, f"{describe(node)} reads") for v in node.inputs if v is not None]
-        for attr, body in _subgraphs(node):
+        for attr, body in fir.subgraphs(node):
             inner = _check_scope(body, defined, f"in {attr} of {describe(node)}, ")
             # No name is defined twice across scopes, so a name of `outer` is outer's value.
             reads[node] += [v for v in inner if v.name not in outer]

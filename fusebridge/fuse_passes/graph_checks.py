@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from fusebridge import ir as fir
 from fusebridge.errors import ModelFormatError
 
 
@@ -49,13 +50,9 @@ def _check(graph: ir.Graph, where: str, names: dict[str, ir.Value]) -> None:
                     f"{where}: {_label(node)} reads {value.name!r}, which no node, graph input "
                     "or initializer defines"
                 )
-        for attr in node.attributes.values():
+        for _, sub in fir.subgraphs(node):
             # A subgraph sees the names around it; sibling subgraphs may reuse each other's.
-            if attr.type == ir.AttributeType.GRAPH:
-                _check(attr.value, where, dict(names))
-            elif attr.type == ir.AttributeType.GRAPHS:
-                for sub in attr.value:
-                    _check(sub, where, dict(names))
+            _check(sub, where, dict(names))
     for value in graph.outputs:
         if not _defined(value):
             raise ModelFormatError(
@@ -73,17 +70,9 @@ def _check_acyclic(graph: ir.Graph, where: str) -> None:
 
     def deps(node: ir.Node) -> list[ir.Node]:
         reads = list(node.inputs)
-        for attr in node.attributes.values():
-            inner = (
-                [attr.value]
-                if attr.type == ir.AttributeType.GRAPH
-                else list(attr.value)
-                if attr.type == ir.AttributeType.GRAPHS
-                else []
-            )
-            for sub in inner:
-                reads += [v for n in ir.traversal.RecursiveGraphIterator(sub) for v in n.inputs]
-                reads += list(sub.outputs)
+        for _, sub in fir.subgraphs(node):
+            reads += [v for n in ir.traversal.RecursiveGraphIterator(sub) for v in n.inputs]
+            reads += list(sub.outputs)
         producers = (v.producer() for v in reads if v is not None)
         return [p for p in producers if p is not None and p.graph is graph]
 

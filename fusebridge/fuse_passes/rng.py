@@ -21,7 +21,6 @@ number of dropouts executed on the path taken. Offsets wrap modulo 2^64 like int
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 
 import numpy as np
 import onnx_ir as ir
@@ -86,22 +85,13 @@ def _draws_hidden(node: ir.Node) -> bool:
     return slots is not None and not _given(node, slots[0])
 
 
-def _subgraphs(node: ir.Node) -> Iterator[tuple[str, ir.Graph]]:
-    for name, attr in node.attributes.items():
-        if attr.type == ir.AttributeType.GRAPH:
-            yield name, attr.value
-        elif attr.type == ir.AttributeType.GRAPHS:
-            for i, g in enumerate(attr.value):
-                yield f"{name}[{i}]", g
-
-
 def _hidden(graph: ir.Graph | ir.Function) -> int:
     """How many dropouts in graph and its subgraphs draw from the hidden generator."""
     count = 0
     for node in graph:
         if _draws_hidden(node):
             count += 1
-        count += sum(_hidden(g) for _, g in _subgraphs(node))
+        count += sum(_hidden(g) for _, g in fir.subgraphs(node))
     return count
 
 
@@ -110,7 +100,7 @@ def _refusal(graph: ir.Graph, where: str) -> str | None:
     for node in graph:
         if _draws_hidden(node) and _given(node, _rng_slots(node)[1]):
             return f"{node.op_type} {node.name!r} in {where} has an offset input but no seed"
-        inner = [(n, g) for n, g in _subgraphs(node) if _hidden(g)]
+        inner = [(n, g) for n, g in fir.subgraphs(node) if _hidden(g)]
         label = f"{node.op_type} {node.name!r}"
         if inner and not (node.domain == "" and node.op_type in ("If", "Loop")):
             return (
@@ -128,7 +118,7 @@ def _names(graph: ir.Graph) -> set[str]:
     names = {v.name for v in (*graph.inputs, *graph.initializers.values()) if v.name}
     for node in graph:
         names.update(v.name for v in node.outputs if v.name)
-        for _, g in _subgraphs(node):
+        for _, g in fir.subgraphs(node):
             names |= _names(g)
     return names
 
@@ -200,7 +190,7 @@ class _Threader:
                 self.streams.append(stream)
                 k += 1
                 continue
-            inner = [(n, g) for n, g in _subgraphs(node) if _hidden(g)]
+            inner = [(n, g) for n, g in fir.subgraphs(node) if _hidden(g)]
             if not inner:
                 continue
             # An If or a Loop (_refusal let nothing else through).

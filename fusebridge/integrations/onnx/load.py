@@ -36,11 +36,30 @@ def load_onnx(path: str | os.PathLike) -> ir.Model:
     except Exception as exc:  # onnx_ir raises ValueError and others
         raise ModelFormatError(f"load: {str(p)!r} is not a readable ONNX model: {exc}") from exc
     try:
+        _check_text(model)
         import_onnx(model)
         check_fusebridge_nodes(model.graph)
     except Error as exc:
         raise type(exc)(f"load: {str(p)!r}: {exc}") from exc
     return model
+
+
+def _check_text(model: ir.Model) -> None:
+    """Names and strings are UTF-8 in ONNX; protobuf's proto2 strings do not check that, and
+    onnx_ir hands invalid ones over as bytes, which it then cannot write back."""
+    texts = [("model doc_string", model.doc_string), ("producer", model.producer_name)]
+    graphs = [model.graph, *(g for n in model.graph.all_nodes() for _, g in fir.subgraphs(n))]
+    for graph in graphs:
+        texts += [("graph name", graph.name), ("graph doc_string", graph.doc_string)]
+        texts += [("value name", v.name) for v in [*graph.inputs, *graph.outputs]]
+        texts += [("initializer name", name) for name in graph.initializers]
+        for node in graph:
+            texts += [("node name", node.name), ("op type", node.op_type)]
+            texts += [("domain", node.domain), ("node doc_string", node.doc_string)]
+            texts += [("value name", v.name) for v in [*node.inputs, *node.outputs] if v]
+    for what, text in texts:
+        if text is not None and not isinstance(text, str):
+            raise ModelFormatError(f"{what} {text!r} is not valid UTF-8")
 
 
 def check_fusebridge_nodes(graph: ir.Graph) -> None:

@@ -141,6 +141,15 @@ def test_cycle(tmp_path):
     _refused(_save(tmp_path, proto), fb.ModelFormatError, "input 'Y'", "OpType: MatMul")
 
 
+def test_names_that_are_not_utf8(tmp_path):
+    """proto2 strings are not checked on parse; onnx_ir would hand such a name over as bytes
+    and fail only when the model is written again (in optimize)."""
+    proto = gru_model(projection="matmul_add")
+    proto.graph.node[0].name = "XnodeX"
+    data = proto.SerializeToString().replace(b"XnodeX", b"X\xf5odeX")
+    _refused(_save(tmp_path, data), fb.ModelFormatError, "node name b'X\\xf5odeX'", "UTF-8")
+
+
 def test_duplicate_value_names(tmp_path):
     proto = gru_model(projection="matmul_add")
     proto.graph.node[1].output[0] = "mm"  # the Add writes the MatMul's output name again
