@@ -26,16 +26,19 @@ def describe(node: ir.Node) -> str:
     return f"{domain}{node.op_type} node {node.name!r}"
 
 
-def check_graph(graph: ir.Graph) -> None:
+def check_graph(graph: ir.Graph, who: str = "Session") -> None:
     """Raises ModelFormatError naming the value or node when `graph` (with its subgraphs)
-    cannot be run as ONNX would read it."""
+    cannot be run as ONNX would read it; `who` (the Session, a pass) starts the message. A
+    file fusebridge.load read passes (onnx.checker saw to it); a model built or edited in
+    memory may not, and onnx_ir's sort would fail on it with a bare ValueError, a rewrite on a
+    dangling value with a KeyError, onnx's shape inference abort on a negative dim."""
     if not graph.outputs:
-        raise ModelFormatError("Session: the graph has no outputs, so there is nothing to run")
-    _check_scope(graph, {}, "")
+        raise ModelFormatError(f"{who}: the graph has no outputs, so there is nothing to run")
+    _check_scope(graph, {}, "", who)
 
 
 def _check_scope(
-    graph: ir.Graph, outer: Mapping[str, tuple[ir.Value, str]], where: str
+    graph: ir.Graph, outer: Mapping[str, tuple[ir.Value, str]], where: str, who: str
 ) -> set[ir.Value]:
     """Checks one graph whose enclosing scopes define `outer` (name -> (value, what it is));
     returns the values it (or a graph inside it) reads from those scopes."""
@@ -43,20 +46,26 @@ def _check_scope(
 
     def define(value: ir.Value, what: str) -> None:
         if not value.name:
-            raise ModelFormatError(f"Session: {where}{what} has no name")
+            raise ModelFormatError(f"{who}: {where}{what} has no name")
         seen = defined.get(value.name)
         if seen is not None and seen[0] is not value:
             raise ModelFormatError(
-                f"Session: {where}the name {value.name!r} is given to two values, "
+                f"{who}: {where}the name {value.name!r} is given to two values, "
                 f"{seen[1]} and {what}"
             )
         defined[value.name] = (value, what)
+        dims = [] if value.shape is None else [d for d in value.shape if isinstance(d, int)]
+        if any(d < 0 for d in dims):
+            raise ModelFormatError(
+                f"{who}: {where}{what} is declared with shape {list(value.shape)}, expected no "
+                "negative dim"
+            )
 
     def listed_once(values: list[ir.Value], kind: str) -> None:
         seen: set[int] = set()
         for v in values:
             if id(v) in seen:
-                raise ModelFormatError(f"Session: {where}{kind} {v.name!r} is listed twice")
+                raise ModelFormatError(f"{who}: {where}{kind} {v.name!r} is listed twice")
             seen.add(id(v))
 
     listed_once(list(graph.inputs), "input")
@@ -65,7 +74,7 @@ def _check_scope(
         define(v, f"input {v.name!r}")
     for v in graph.initializers.values():
         if v.const_value is None:
-            raise ModelFormatError(f"Session: {where}initializer {v.name!r} holds no data")
+            raise ModelFormatError(f"{who}: {where}initializer {v.name!r} holds no data")
         define(v, f"initializer {v.name!r}")
     for node in graph:
         for v in node.outputs:
@@ -76,12 +85,12 @@ def _check_scope(
         seen = defined.get(value.name)
         if seen is None:
             raise ModelFormatError(
-                f"Session: {where}{reader} {value.name!r}, which no node produces and which is "
+                f"{who}: {where}{reader} {value.name!r}, which no node produces and which is "
                 "neither a graph input nor an initializer"
             )
         if seen[0] is not value:
             raise ModelFormatError(
-                f"Session: {where}{reader} a value named {value.name!r} that is not "
+                f"{who}: {where}{reader} a value named {value.name!r} that is not "
                 f"{seen[1]} (a value of another graph, or one removed from this graph)"
             )
         return value
@@ -91,18 +100,20 @@ def _check_scope(
     for node in graph:
         reads[node] = [read(v, f"{describe(node)} reads") for v in node.inputs if v is not None]
         for attr, body in fir.subgraphs(node):
-            inner = _check_scope(body, defined, f"in {attr} of {describe(node)}, ")
+            inner = _check_scope(body, defined, f"in {attr} of {describe(node)}, ", who)
             # No name is defined twice across scopes, so a name of `outer` is outer's value.
             reads[node] += [v for v in inner if v.name not in outer]
             captured |= {v for v in inner if v.name in outer}
     for v in graph.outputs:
         read(v, "the graph lists as output")
     captured |= {v for vs in reads.values() for v in vs if v.name in outer}
-    _check_acyclic(graph, reads, where)
+    _check_acyclic(graph, reads, where, who)
     return captured
 
 
-def _check_acyclic(graph: ir.Graph, reads: Mapping[ir.Node, list[ir.Value]], where: str) -> None:
+def _check_acyclic(
+    graph: ir.Graph, reads: Mapping[ir.Node, list[ir.Value]], where: str, who: str
+) -> None:
     """Kahn's algorithm over the nodes of one graph; names the nodes that are left."""
     nodes = list(graph)
     producers = {n: {v.producer() for v in reads[n]} & reads.keys() for n in nodes}
@@ -121,7 +132,7 @@ def _check_acyclic(graph: ir.Graph, reads: Mapping[ir.Node, list[ir.Value]], whe
     if left:
         shown = ", ".join(describe(n) for n in left[:6]) + (", ..." if len(left) > 6 else "")
         raise ModelFormatError(
-            f"Session: {where}the graph has a cycle: {len(left)} node(s) wait on each other or "
+            f"{who}: {where}the graph has a cycle: {len(left)} node(s) wait on each other or "
             f"on a cycle ({shown})"
         )
 

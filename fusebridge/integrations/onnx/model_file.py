@@ -59,6 +59,7 @@ def read_model_proto(path: Path) -> onnx.ModelProto:
     external = any(is_external(t) for t in all_tensors(model.graph))
     read_external_data(model, path)
     _check_tensor_sizes(model, where)
+    check_declared_dims(model.graph, where)
     _check_structure(model, None if external else data, path, where)
     if standard != fir.ONNX_OPSET:
         try:
@@ -69,6 +70,19 @@ def read_model_proto(path: Path) -> onnx.ModelProto:
                 f"opset {fir.ONNX_OPSET}, the one fusebridge runs: {_one_line(exc)}"
             ) from exc
     return model
+
+
+def check_declared_dims(graph: onnx.GraphProto, where: str) -> None:
+    """No value is declared with a negative dim: onnx's shape inference aborts the whole
+    process on one (a failed std::clamp assertion, onnx 1.19), and it runs at load and save."""
+    for g in all_graphs(graph):
+        for v in (*g.input, *g.output, *g.value_info):
+            dims = [d.dim_value for d in v.type.tensor_type.shape.dim if d.HasField("dim_value")]
+            if any(d < 0 for d in dims):
+                raise ModelFormatError(
+                    f"{where}: value {v.name!r} is declared with dims {dims}, expected none "
+                    "negative"
+                )
 
 
 def _check_structure(model: onnx.ModelProto, data: bytes | None, path: Path, where: str) -> None:

@@ -14,6 +14,7 @@ import onnx_ir as ir
 from fusebridge import ir as fir
 from fusebridge.errors import ArgumentError, ModelFormatError
 from fusebridge.integrations.onnx.external_data import all_tensors, is_external
+from fusebridge.integrations.onnx.model_file import check_declared_dims
 
 
 def model_proto(model: ir.Model) -> onnx.ModelProto:
@@ -46,6 +47,7 @@ def model_proto(model: ir.Model) -> onnx.ModelProto:
     try:
         # Inferred types and ranks for outputs the frontends left without (the checker wants
         # them).
+        check_declared_dims(proto.graph, "save_onnx")
         proto = onnx.shape_inference.infer_shapes(proto, strict_mode=True)
         _require_ranks(proto.graph)
         onnx.checker.check_model(proto, full_check=True)

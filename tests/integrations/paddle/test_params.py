@@ -246,7 +246,7 @@ def test_a_parameter_file_linked_out_of_the_model_directory_is_refused(tmp_path)
     for name, array in ARRAYS.items():
         (tmp_path / "outside" / name).write_bytes(record(array))
         (tmp_path / "model" / name).symlink_to(tmp_path / "outside" / name)
-    with pytest.raises(ModelFormatError, match="resolves \\(through a symlink\\) to .*outside"):
+    with pytest.raises(ModelFormatError, match=r"resolves \(through a symlink\) to .*outside"):
         load_parameters(PROGRAM, tmp_path / "model", None)
     for name in ARRAYS:  # links that stay inside the directory are fine
         (tmp_path / "model" / name).unlink()
