@@ -67,6 +67,13 @@ def _replace(target: Target, file: str, data: bytes) -> dict[str, bytes]:
     return {**target.files, file: data}
 
 
+def _file_case(
+    input_class: str, target: Target, file: str, label: str, data: bytes, expect: str
+) -> Case:
+    """The target with one file's bytes replaced by `data`."""
+    return _model_case(input_class, target, f"{file} {label}", _replace(target, file, data), expect)
+
+
 # -- byte-level mutations, any format -------------------------------------------------------
 
 
@@ -77,13 +84,7 @@ def truncation(target: Target, rng: random.Random, n: int) -> Iterator[Case]:
             # A protobuf cut between two fields is a smaller valid message; anything else that
             # lost bytes is broken, and so is an empty file of any kind.
             expect = "any" if target.kind(file) == "protobuf" and cut else "error"
-            yield _model_case(
-                "truncation",
-                target,
-                f"{file} cut at {cut}",
-                _replace(target, file, data[:cut]),
-                expect,
-            )
+            yield _file_case("truncation", target, file, f"cut at {cut}", data[:cut], expect)
 
 
 def byte_flip(target: Target, rng: random.Random, n: int) -> Iterator[Case]:
@@ -93,12 +94,8 @@ def byte_flip(target: Target, rng: random.Random, n: int) -> Iterator[Case]:
             spots = [rng.randrange(len(data)) for _ in range(rng.randint(1, 4))]
             for spot in spots:
                 mutated[spot] ^= 1 << rng.randrange(8)
-            yield _model_case(
-                "byte flip",
-                target,
-                f"{file} bits flipped at {spots}",
-                _replace(target, file, bytes(mutated)),
-                "any",
+            yield _file_case(
+                "byte flip", target, file, f"bits flipped at {spots}", bytes(mutated), "any"
             )
 
 
@@ -123,22 +120,24 @@ def size_field(target: Target, rng: random.Random, n: int) -> Iterator[Case]:
             p[i].length_override = rng.choice(HUGE)
             # A length that runs past the file breaks it, unless it lies inside a field the
             # reader skips (a nested one: Paddle's op_version_map, say).
-            yield _model_case(
+            yield _file_case(
                 "size field",
                 target,
-                f"{file} length of field #{k} (number {p[i].number}) = {p[i].length_override}",
-                _replace(target, file, wire.encode(tree)),
+                file,
+                f"length of field #{k} (number {p[i].number}) = {p[i].length_override}",
+                wire.encode(tree),
                 "error" if p is tree else "any",
             )
             tree = copy.deepcopy(fields)
             k = rng.choice(numbers)
             p, i = wire.walk(tree)[k]
             p[i].value = rng.choice((*HUGE, -1, -(2**63)))
-            yield _model_case(
+            yield _file_case(
                 "size field",
                 target,
-                f"{file} varint field #{k} (number {p[i].number}) = {p[i].value}",
-                _replace(target, file, wire.encode(tree)),
+                file,
+                f"varint field #{k} (number {p[i].number}) = {p[i].value}",
+                wire.encode(tree),
                 "any",
             )
     for file, data in target.files.items():
@@ -150,12 +149,8 @@ def size_field(target: Target, rng: random.Random, n: int) -> Iterator[Case]:
             value = rng.choice(HUGE)
             mutated = bytearray(data)
             mutated[spot : spot + 8] = struct.pack("<Q", value)
-            yield _model_case(
-                "size field",
-                target,
-                f"{file} 8 bytes at {spot} = {value}",
-                _replace(target, file, bytes(mutated)),
-                "any",
+            yield _file_case(
+                "size field", target, file, f"8 bytes at {spot} = {value}", bytes(mutated), "any"
             )
         # A header that declares little inside a file of 6 GiB: nothing may read it whole.
         yield Case(
@@ -186,11 +181,12 @@ def wire_type(target: Target, rng: random.Random, n: int) -> Iterator[Case]:
             p[i].children = None
             if new != wire.BYTES and isinstance(p[i].value, bytes):
                 p[i].value = int.from_bytes(p[i].value[:8].ljust(8, b"\0"), "little")
-            yield _model_case(
+            yield _file_case(
                 "wire type",
                 target,
-                f"{file} field #{k} (number {p[i].number}) retyped to wire type {new}",
-                _replace(target, file, wire.encode(tree)),
+                file,
+                f"field #{k} (number {p[i].number}) retyped to wire type {new}",
+                wire.encode(tree),
                 "any",
             )
 
