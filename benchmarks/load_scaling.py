@@ -23,6 +23,7 @@ from onnx import TensorProto, helper
 
 import fusebridge as fb
 from benchmarks.common import best_time, markdown_table
+from fuzz.wire import encode_varint
 
 SIZES = (1000, 2000, 4000, 8000, 16000, 30000)
 QUICK_SIZES = (1000, 4000, 16000)
@@ -73,23 +74,14 @@ def onnx_chain(n: int, directory: Path) -> Path:
     return path
 
 
-# -- Paddle: ProgramDesc, written with a minimal protobuf encoder ---------------------------------
-def _varint(n: int) -> bytes:
-    n &= (1 << 64) - 1  # negatives as protobuf writes int64
-    out = bytearray()
-    while True:
-        low, n = n & 0x7F, n >> 7
-        out.append(low | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
+# -- Paddle: ProgramDesc, written field by field (fuzz/wire.py's varints) --------------------------
 def _field(number: int, value: int | bytes | str) -> bytes:
-    """A varint field (int) or a length-delimited one (bytes, str)."""
+    """A varint field (int; negatives as protobuf writes int64) or a length-delimited one
+    (bytes, str)."""
     if isinstance(value, int):
-        return _varint(number << 3) + _varint(value)
+        return encode_varint(number << 3) + encode_varint(value)
     payload = value.encode() if isinstance(value, str) else value
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+    return encode_varint(number << 3 | 2) + encode_varint(len(payload)) + payload
 
 
 def _paddle_var(name: str, var_type: int = 7) -> bytes:

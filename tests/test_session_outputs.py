@@ -15,11 +15,11 @@ import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper
 from paddle_oracle import paddle_or_skip
+from session_models import info, make_model
 
 import fusebridge as fb
 from fusebridge.models import assets
 
-F32 = TensorProto.FLOAT
 T, N, H = 5, 3, 4  # GRU steps, sentences, hidden size (input size H too, so a GRU can loop)
 GRU_WEIGHTS = {
     "wx": (1, H, 3 * H),
@@ -72,21 +72,6 @@ def check_results_are_the_callers(
     assert_equal(feeds_a, fed)
     assert_equal(session.run(feeds_a), kept)
     return kept
-
-
-def make_model(nodes, inputs, outputs, initializers=()) -> ir.Model:
-    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
-    proto = helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(fb.ir.DOMAIN, 1)],
-        ir_version=10,
-    )
-    onnx.checker.check_model(proto)
-    return ir.from_proto(proto)
-
-
-def info(name: str, elem: int = F32, shape: list | None = None) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, elem, shape)
 
 
 def tensor(name: str, array: np.ndarray) -> onnx.TensorProto:

@@ -6,9 +6,9 @@ error; any other dtype, shape or layout is a fusebridge error, never nanobind's.
 
 import numpy as np
 import pytest
+from compiled_primitives import dropout_primitive
 
 from fusebridge import ArgumentError, Error, kernels
-from fusebridge.kernels import core
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((4, 6)).astype(np.float32)
@@ -179,18 +179,7 @@ def test_any_other_array_is_a_fusebridge_error_or_works(name):
 def test_compiled_outputs_must_be_writeable_and_contiguous():
     """For callers of _C: an output nanobind would convert (copy) would lose the results, so it
     is refused rather than written to a temporary."""
-    prim = core._C.DropoutPrimitive(
-        shape=[4],
-        global_shape=[4],
-        start=[0],
-        mask_shape=[4],
-        dtype=0,
-        p=0.5,
-        mode=0,
-        training=True,
-        isa=0,
-        stream_min_bytes=0,
-    )
+    prim = dropout_primitive([4])
     with pytest.raises(TypeError):
         prim.forward(np.ones(4, np.float32), np.zeros((4, 2), np.float32)[:, 0], None, 0, 0)
     y = np.zeros(4, np.float32)
