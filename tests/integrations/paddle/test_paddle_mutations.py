@@ -239,11 +239,12 @@ def model(request, tmp_path_factory) -> Model:
 
 
 def _copy(model: Model, directory: Path) -> Path:
-    """directory: the model's files, the parameters linked (they stay as they are)."""
+    """directory: the model's files, copied (a per-variable parameter file may not be a link
+    out of the model's directory)."""
     directory.mkdir(parents=True)
     for source in model.directory.iterdir():
         if source.is_file():
-            (directory / source.name).symlink_to(source)
+            shutil.copyfile(source, directory / source.name)
     return directory
 
 
