@@ -74,7 +74,7 @@ def read_model_proto(path: Path) -> onnx.ModelProto:
 
 def check_declared_dims(graph: onnx.GraphProto, where: str) -> None:
     """No value is declared with a negative dim: onnx's shape inference aborts the whole
-    process on one (a failed std::clamp assertion, onnx 1.19), and it runs at load and save."""
+    process on one (a failed std::clamp assertion, onnx 1.23), and it runs at load and save."""
     for g in all_graphs(graph):
         for v in (*g.input, *g.output, *g.value_info):
             dims = [d.dim_value for d in v.type.tensor_type.shape.dim if d.HasField("dim_value")]
