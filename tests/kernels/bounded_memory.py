@@ -5,11 +5,10 @@ each of a script's calls ended."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from python_under_test import run_python
 
 LIMIT = 4 << 30
 # AddressSanitizer reserves terabytes of shadow memory up front: it cannot start under the limit.
@@ -19,15 +18,7 @@ SANITIZED = "libasan" in os.environ.get("LD_PRELOAD", "")
 def run_limited(script: str) -> list[str]:
     if SANITIZED:
         pytest.skip("AddressSanitizer cannot run under an address-space limit")
-    prologue = f"import resource\nresource.setrlimit(resource.RLIMIT_AS, ({LIMIT}, {LIMIT}))\n"
-    env = {**os.environ, "OMP_NUM_THREADS": "2"}
-    done = subprocess.run(
-        [sys.executable, "-c", prologue + textwrap.dedent(script)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    done = run_python(script, limit=LIMIT, env={"OMP_NUM_THREADS": "2"})
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 

@@ -4,11 +4,10 @@ range, other types with ArgumentTypeError, and OMP_NUM_THREADS past the cap is l
 when the core loads."""
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from python_under_test import run_python
 
 from fusebridge import ArgumentError, ArgumentTypeError, kernels
 from fusebridge.kernels import core
@@ -59,10 +58,7 @@ def test_a_huge_omp_num_threads_is_lowered_to_the_cap():
         "k.dropout(np.ones(1 << 16, np.float32), 0.5, seed=1); "
         "print(k.get_num_threads(), k.thread_cap())"
     )
-    env = {**os.environ, "OMP_NUM_THREADS": "100000"}
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env
-    )
+    done = run_python(script, env={"OMP_NUM_THREADS": "100000"})
     assert done.returncode == 0, done.stderr
     got, cap = map(int, done.stdout.split())
     assert got == cap

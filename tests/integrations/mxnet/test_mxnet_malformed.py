@@ -9,14 +9,12 @@ import json
 import os
 import random
 import struct
-import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from python_under_test import run_python
 
 import fusebridge as fb
 from fusebridge import ir as fir
@@ -59,13 +57,7 @@ def expect(error: type, call, *fragments: str) -> str:
 
 def run_limited(code: str, limit: int = 4 << 30) -> str:
     """Runs `code` in a fresh interpreter under an address-space limit; returns its stdout."""
-    script = f"import resource\nresource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))\n"
-    proc = subprocess.run(
-        [sys.executable, "-c", script + textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_python(code, limit=limit)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +15,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx_models import gru_model
+from python_under_test import run_python
 
 import fusebridge as fb
 from fusebridge.fuse_passes import explicit_rng, optimize, recompute_dropout_mask
@@ -215,9 +214,7 @@ def test_huge_declared_sizes_fail_under_a_4_gib_address_space(tmp_path):
     (length,) = [e for e in _weight(proto).external_data if e.key == "length"]
     length.value = str(2**40 * 18 * 5 * 4)
     paths.append(str(_save(ext.parent, proto, "ext.onnx")))
-    out = subprocess.run(
-        [sys.executable, "-c", _BOUNDED, *paths], capture_output=True, text=True, timeout=120
-    )
+    out = run_python(_BOUNDED, *paths)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["ModelFormatError"] * len(paths), out.stdout + out.stderr
 
@@ -237,9 +234,7 @@ def test_a_negative_declared_dim_is_refused_before_shape_inference(tmp_path):
     proto.graph.value_info.append(helper.make_tensor_value_info("shape", TensorProto.INT64, [-1]))
     proto.graph.output.append(helper.make_tensor_value_info("first", TensorProto.INT64, [1]))
     path = _save(tmp_path, proto)
-    out = subprocess.run(
-        [sys.executable, "-c", _BOUNDED, str(path)], capture_output=True, text=True, timeout=120
-    )
+    out = run_python(_BOUNDED, str(path))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["ModelFormatError"], out.stdout + out.stderr
     _refused(path, fb.ModelFormatError, "value 'shape' is declared with dims [-1]")

@@ -9,8 +9,6 @@ import dataclasses
 import json
 import math
 import re
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Callable
@@ -21,6 +19,7 @@ import onnxruntime as ort
 import pytest
 from paddle_oracle import legacy_static, paddle_or_skip
 from paddle_program_writer import write_program
+from python_under_test import run_python
 from test_params import record
 from test_program_desc import (
     attr,
@@ -570,13 +569,7 @@ def test_huge_files_are_not_read_whole(tmp_path):
     _sparse(big_model / "__model__", gru_program(), 3 << 30)
 
     dirs = [combined, separate, declared, big_model]
-    run = subprocess.run(
-        [sys.executable, "-c", _BOUNDED, *map(str, dirs)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    run = run_python(_BOUNDED, *map(str, dirs))
     assert run.returncode == 0, run.stderr
     results = json.loads(run.stdout)
     expected = {
