@@ -11,6 +11,7 @@ never runs a kernel itself and pytest (whose process has) starts a worker instea
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import resource
@@ -35,7 +36,7 @@ UNTYPED = "untyped exception"
 CRASH = "crash"  # killed by a signal, or died without reporting
 HANG = "hang"  # still running at the timeout
 MEMORY = "memory"  # MemoryError, or an allocation the address-space limit refused
-ESCAPE = "path escape"  # opened a path outside the case's folder and the installation
+ESCAPE = "path escape"  # read outside its folder and the installation, or wrote outside its folder
 OUTCOMES = (TYPED, ACCEPTED, UNTYPED, CRASH, HANG, MEMORY, ESCAPE)
 
 
@@ -90,17 +91,43 @@ def _allowed_roots(work: Path) -> tuple[str, ...]:
     return tuple(r.rstrip("/") + "/" for r in roots if r and r != "/")
 
 
-def _audit_opens(work: Path, escapes: list[str]) -> None:
-    roots = _allowed_roots(work)
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+# Audit events that change the file system, and which of their arguments are paths.
+_CHANGES = {
+    "os.rename": (0, 1),  # os.replace too
+    "os.remove": (0,),
+    "os.rmdir": (0,),
+    "os.mkdir": (0,),
+    "os.truncate": (0,),
+    "os.link": (0, 1),
+    "os.symlink": (1,),
+    "os.chmod": (0,),
+}
+
+
+def _audit_paths(work: Path, escapes: list[str]) -> None:
+    """Records (in escapes) the first file operation outside what a case may touch: it may
+    read inside its folder and the installation, and write inside its folder alone."""
+    readable, writable = _allowed_roots(work), (str(work).rstrip("/") + "/",)
+
+    def outside(path: object, roots: tuple[str, ...]) -> bool:
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            return False  # a file descriptor: opened (and checked) before
+        full = os.path.join(str(work), os.fsdecode(path))
+        return not (os.path.realpath(full) + "/").startswith(roots)
 
     def hook(event: str, args: tuple) -> None:
-        if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
-            path = os.fsdecode(args[0])
-            real = os.path.realpath(os.path.join(str(work), path)) + (
-                "/" if os.path.isdir(path) else ""
-            )
-            if not real.startswith(roots) and not escapes:
-                escapes.append(f"opened {path!r} (mode {args[1]!r})")
+        if escapes:
+            return
+        if event == "open":
+            path, mode, flags = args
+            writes = any(c in (mode or "") for c in "wax+") or bool(flags & _WRITE_FLAGS)
+            if outside(path, writable if writes else readable):
+                escapes.append(f"opened {path!r} (mode {mode or flags!r})")
+        elif event in _CHANGES:
+            for i in _CHANGES[event]:
+                if outside(args[i], writable):
+                    escapes.append(f"{event} on {args[i]!r}")
 
     sys.addaudithook(hook)  # for the rest of the child's life, which is this case
 
@@ -117,7 +144,7 @@ def _child(case: Case, work: Path, report: int) -> None:
     try:
         if case.prepare is not None:
             case.prepare(work)
-        _audit_opens(work, escapes)
+        _audit_paths(work, escapes)
         case.action(work)
         kind, detail = ACCEPTED, ""
     except fusebridge.Error as exc:
@@ -144,6 +171,9 @@ def run_case(case: Case, root: Path, timeout: float = TIMEOUT_S) -> Outcome:
             os.close(read_end)
             err = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(err, 2)
+            # Where a crash is reported: here, not in the parent's terminal (pytest's
+            # faulthandler holds a copy of the parent's stderr).
+            faulthandler.enable()
             _child(case, work, write_end)
         finally:
             os._exit(70)

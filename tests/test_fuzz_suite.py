@@ -3,6 +3,7 @@ case in a child with a timeout and a 4 GiB address-space limit, so a crash, a ha
 fails a test here instead of killing pytest. The long form runs by hand: `python -m fuzz`."""
 
 import ctypes
+import os
 import sys
 import time
 from pathlib import Path
@@ -70,6 +71,15 @@ def _write_through_dotdot(work):
     (work / ".." / "planted.txt").write_text("x")
 
 
+def _rename_outside(work):
+    (work / "made.txt").write_text("x")
+    os.replace(work / "made.txt", work.parent / "planted.txt")
+
+
+def _read_installed(work):
+    return Path(fusebridge.__file__).read_text()  # reading the installation is fine
+
+
 @pytest.mark.parametrize(
     "action, kind",
     [
@@ -81,6 +91,8 @@ def _write_through_dotdot(work):
         (_allocate, harness.MEMORY),
         (_read_outside, harness.ESCAPE),
         (_write_through_dotdot, harness.ESCAPE),
+        (_rename_outside, harness.ESCAPE),
+        (_read_installed, harness.ACCEPTED),
     ],
 )
 def test_harness_reports_what_happened(tmp_path, action, kind):
