@@ -10,6 +10,7 @@ import onnx
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper
+from session_models import info, make_model
 
 import fusebridge as fb
 from fusebridge import ir as fir
@@ -32,21 +33,6 @@ def drop(x: np.ndarray, offset: int, seed: int = KEY.seed) -> np.ndarray:
 def dropout(name: str, x: str, y: str, **attrs) -> onnx.NodeProto:
     attrs.setdefault("p", P)
     return helper.make_node("Dropout", [x], [y], name=name, domain="fusebridge", **attrs)
-
-
-def info(name: str, elem=F32, shape=None) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, elem, shape)
-
-
-def make_model(nodes, inputs, outputs, initializers=()) -> ir.Model:
-    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
-    proto = helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("fusebridge", 1)],
-        ir_version=10,
-    )
-    onnx.checker.check_model(proto)
-    return ir.from_proto(proto)
 
 
 def run(model: ir.Model, backend: str, key: fbrandom.Key = KEY, **feeds) -> dict:
