@@ -27,6 +27,14 @@ class UnsupportedOpError(Error, ValueError):
     every one at once."""
 
 
+def in_model_file(exc: Error, source: str) -> Error:
+    """exc, raised while a model file was read, as the error to give its reader: the message
+    starts with `source`, and a value an op refuses (ArgumentError, ArgumentTypeError: the
+    checks are shared with the kernels' arguments) is the file's fault, a ModelFormatError."""
+    kind = ModelFormatError if isinstance(exc, (ArgumentError, ArgumentTypeError)) else type(exc)
+    return kind(f"{source}: {exc}")
+
+
 class ExecutionError(Error, RuntimeError):
     """Running a model failed inside a backend (ONNX Runtime, a kernel) on inputs that passed
     the checks; the message names the partition or node."""

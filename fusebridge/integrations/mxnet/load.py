@@ -16,7 +16,13 @@ import numpy as np
 import onnx_ir as ir
 
 from fusebridge import ir as fir
-from fusebridge.errors import ArgumentError, Error, ModelFormatError, UnsupportedOpError
+from fusebridge.errors import (
+    ArgumentError,
+    Error,
+    ModelFormatError,
+    UnsupportedOpError,
+    in_model_file,
+)
 from fusebridge.integrations.graph_builder import GraphBuilder
 from fusebridge.integrations.mxnet.params import read_params
 from fusebridge.integrations.mxnet.save import SYMBOL_KEY
@@ -198,7 +204,7 @@ class SymbolConverter(GraphBuilder):
                 outputs.append(value)
                 taken.add(value)
         except Error as e:  # every message names the file
-            raise type(e)(f"{self.source}: {e}") from None
+            raise in_model_file(e, self.source) from None
         graph = ir.Graph(
             self.inputs,
             outputs,

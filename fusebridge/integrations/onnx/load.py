@@ -13,7 +13,13 @@ import onnx_ir as ir
 from onnx_ir.passes.common import LiftConstantsToInitializersPass, ShapeInferencePass
 
 from fusebridge import ir as fir
-from fusebridge.errors import ArgumentError, Error, ModelFormatError, UnsupportedOpError
+from fusebridge.errors import (
+    ArgumentError,
+    Error,
+    ModelFormatError,
+    UnsupportedOpError,
+    in_model_file,
+)
 from fusebridge.integrations.onnx.gru_shapes import check_gru_inputs
 from fusebridge.integrations.onnx.lowering import replace_node
 from fusebridge.integrations.onnx.model_file import read_model_proto
@@ -40,7 +46,7 @@ def load_onnx(path: str | os.PathLike) -> ir.Model:
         import_onnx(model)
         check_fusebridge_nodes(model.graph)
     except Error as exc:
-        raise type(exc)(f"load: {str(p)!r}: {exc}") from exc
+        raise in_model_file(exc, f"load: {str(p)!r}") from exc
     return model
 
 

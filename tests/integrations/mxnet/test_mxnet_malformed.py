@@ -251,12 +251,12 @@ W = np.ones((4, 3), np.float32)
     [
         (
             [X2, op("Dropout", "d", [0], p="1.5")],
-            fb.ArgumentError,
+            fb.ModelFormatError,
             ["Dropout node 'd'", "p ", "1.5", "[0, 1]"],
         ),
-        ([X2, op("Dropout", "d", [0], p="-3")], fb.ArgumentError, ["'d'", "-3", "[0, 1]"]),
-        ([X2, op("Dropout", "d", [0], p="nan")], fb.ArgumentError, ["'d'", "nan", "[0, 1]"]),
-        ([X2, op("Dropout", "d", [0], p="inf")], fb.ArgumentError, ["'d'", "inf", "[0, 1]"]),
+        ([X2, op("Dropout", "d", [0], p="-3")], fb.ModelFormatError, ["'d'", "-3", "[0, 1]"]),
+        ([X2, op("Dropout", "d", [0], p="nan")], fb.ModelFormatError, ["'d'", "nan", "[0, 1]"]),
+        ([X2, op("Dropout", "d", [0], p="inf")], fb.ModelFormatError, ["'d'", "inf", "[0, 1]"]),
         (
             [X2, op("Dropout", "d", [0], axes="(99,)")],
             fb.ModelFormatError,
@@ -373,7 +373,7 @@ def test_attribute_values_are_checked(tmp_path, nodes, error, fragments):
         ),
         ({"num_layers": "0"}, fb.ModelFormatError, ["num_layers = 0", "positive"]),
         ({"num_layers": "-2"}, fb.ModelFormatError, ["num_layers = -2"]),
-        ({"p": "1.5"}, fb.ArgumentError, ["RNN node 'rnn'", "p ", "1.5", "[0, 1]"]),
+        ({"p": "1.5"}, fb.ModelFormatError, ["RNN node 'rnn'", "p ", "1.5", "[0, 1]"]),
         ({"state_size": "50"}, fb.ModelFormatError, ["264 parameters do not fit"]),
         ({"use_sequence_length": "True"}, fb.ModelFormatError, ["3 inputs", "sequence_length"]),
     ],
