@@ -211,11 +211,6 @@ def run_case(case: Case, root: Path, timeout: float = TIMEOUT_S) -> Outcome:
     return Outcome(case.input_class, case.name, case.expect, kind, detail, seconds)
 
 
-def run_cases(cases: list[Case], timeout: float = TIMEOUT_S) -> list[Outcome]:
-    with tempfile.TemporaryDirectory(prefix="fusebridge-fuzz-") as root:
-        return [run_case(c, Path(root), timeout) for c in cases]
-
-
 def run_in_worker(args: list[str], timeout: float) -> list[Outcome]:
     """Runs `python -m fuzz.harness ARGS` from the repository root (a fresh process, see the
     module's doc) and returns its outcomes."""
