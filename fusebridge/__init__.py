@@ -2,7 +2,7 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from fusebridge import kernels, random
+from fusebridge import conventions, kernels, ops, random
 from fusebridge.errors import (
     ArgumentError,
     ArgumentTypeError,
@@ -35,8 +35,10 @@ __all__ = [
     "Session",
     "UnsupportedOpError",
     "__version__",
+    "conventions",
     "kernels",
     "load",
+    "ops",
     "optimize",
     "random",
     "save_mxnet",

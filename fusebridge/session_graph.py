@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import onnx_ir as ir
 
-from fusebridge import ir as fir
+from fusebridge import conventions
 from fusebridge.errors import ModelFormatError
 
 # The single-input standard ops a value passes through unchanged but for its type: a feed
@@ -62,11 +62,11 @@ def _check_scope(
             )
 
     def listed_once(values: list[ir.Value], kind: str) -> None:
-        seen: set[int] = set()
+        seen: set[ir.Value] = set()
         for v in values:
-            if id(v) in seen:
+            if v in seen:
                 raise ModelFormatError(f"{who}: {where}{kind} {v.name!r} is listed twice")
-            seen.add(id(v))
+            seen.add(v)
 
     listed_once(list(graph.inputs), "input")
     listed_once(list(graph.outputs), "output")
@@ -99,7 +99,7 @@ def _check_scope(
     reads: dict[ir.Node, list[ir.Value]] = {}
     for node in graph:
         reads[node] = [read(v, f"{describe(node)} reads") for v in node.inputs if v is not None]
-        for attr, body in fir.subgraphs(node):
+        for attr, body in conventions.subgraphs(node):
             inner = _check_scope(body, defined, f"in {attr} of {describe(node)}, ", who)
             # No name is defined twice across scopes, so a name of `outer` is outer's value.
             reads[node] += [v for v in inner if v.name not in outer]

@@ -38,11 +38,11 @@ def threads():
 @pytest.fixture
 def kernel_outputs(monkeypatch):
     """The first output of every kernel step that Sessions created from now on run, in order
-    (fusebridge.op_kernels.prepare spied on)."""
-    from fusebridge import op_kernels
+    (fusebridge.ops.prepare spied on)."""
+    from fusebridge import ops
 
     made = []
-    prepare = op_kernels.prepare
+    prepare = ops.prepare
 
     def spy(node, constants, reuse_output):
         run = prepare(node, constants, reuse_output)
@@ -54,5 +54,5 @@ def kernel_outputs(monkeypatch):
 
         return run_and_record
 
-    monkeypatch.setattr("fusebridge.runtime.prepare", spy)
+    monkeypatch.setattr("fusebridge.ops.prepare", spy)
     return made

@@ -20,7 +20,7 @@ def make_model(nodes, inputs, outputs, initializers=(), *, check: bool = True) -
     graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
     proto = helper.make_model(
         graph,
-        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(fb.ir.DOMAIN, 1)],
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(fb.conventions.DOMAIN, 1)],
         ir_version=10,
     )
     if check:

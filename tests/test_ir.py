@@ -6,7 +6,7 @@ import onnx_ir as ir
 import pytest
 
 import fusebridge as fb
-from fusebridge import ir as fir
+from fusebridge import ops
 
 
 def value(name):
@@ -15,15 +15,15 @@ def value(name):
 
 def test_docs_ops_md_is_generated_from_the_schemas():
     doc = Path(__file__).parents[1] / "docs" / "ops.md"
-    assert doc.read_text() == fir.op_reference_markdown(), (
-        "run: python -m fusebridge.ir > docs/ops.md"
+    assert doc.read_text() == ops.reference_markdown(), (
+        "run: python -m fusebridge.ops > docs/ops.md"
     )
 
 
 def test_node_fills_defaults_and_drops_trailing_absent_inputs():
-    node = fir.node("GRU", [value("x"), value("o"), value("wh"), None, None, None])
+    node = ops.node("GRU", [value("x"), value("o"), value("wh"), None, None, None])
     assert len(node.inputs) == 3
-    attrs = fir.schema("GRU").attribute_values(node)
+    attrs = ops.schema("GRU").attribute_values(node)
     assert (
         attrs["origin_mode"] == 1 and attrs["layout"] == "lod" and attrs["direction"] == "forward"
     )
@@ -42,11 +42,11 @@ def test_node_fills_defaults_and_drops_trailing_absent_inputs():
 )
 def test_bad_nodes_name_the_op_and_what_was_expected(op, inputs, attrs, match):
     with pytest.raises(fb.ArgumentError, match=match):
-        fir.node(op, [value(f"i{k}") for k in range(inputs)], attrs)
+        ops.node(op, [value(f"i{k}") for k in range(inputs)], attrs)
 
 
 def test_a_required_input_cannot_be_absent():
     with pytest.raises(fb.ArgumentError, match="input Wx is required"):
-        fir.node("FusionGRU", [value("x"), value("offsets"), None, value("wh")])
+        ops.node("FusionGRU", [value("x"), value("offsets"), None, value("wh")])
     # lengths may be left out (a padded layout whose sequences all have T steps)
-    fir.node("FusionGRU", [value("x"), None, value("wx"), value("wh")], {"layout": "tnc"})
+    ops.node("FusionGRU", [value("x"), None, value("wx"), value("wh")], {"layout": "tnc"})

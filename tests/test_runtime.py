@@ -8,7 +8,7 @@ import onnx_ir as ir
 import pytest
 
 import fusebridge as fb
-from fusebridge import op_kernels
+from fusebridge import ops
 from fusebridge.models import assets
 
 
@@ -46,7 +46,7 @@ def test_partitions_are_built_once_and_reused(tagger, monkeypatch):
 def test_arrays_cross_between_onnxruntime_and_kernels_without_copies(tagger, monkeypatch):
     _, optimized = tagger
     received, returned = [], []
-    prepare = op_kernels.prepare
+    prepare = ops.prepare
 
     def spy(node, constants, reuse_output):
         run = prepare(node, constants, reuse_output)
@@ -59,7 +59,7 @@ def test_arrays_cross_between_onnxruntime_and_kernels_without_copies(tagger, mon
 
         return run_and_record
 
-    monkeypatch.setattr("fusebridge.runtime.prepare", spy)
+    monkeypatch.setattr("fusebridge.ops.prepare", spy)
     session = fb.Session(optimized)
     session.run(tagger_feeds())
     (first_gru_in, second_gru_in, crf_in) = [x for _, x in received]

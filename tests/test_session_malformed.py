@@ -38,7 +38,7 @@ def gru_model(layout: str = "tnc", x_shape: list | None = None) -> ir.Model:
             ["x", "lens64", "wx", "wh", "b"],
             ["y"],
             name="gru",
-            domain=fb.ir.DOMAIN,
+            domain=fb.conventions.DOMAIN,
             layout=layout,
         ),
     ]
@@ -123,7 +123,11 @@ def test_kernel_inputs_from_feeds_are_named_by_the_schema():
     whose error spoke of seq_lens; an empty seed was an IndexError)."""
     nodes = [
         helper.make_node(
-            "PaddedToLoD", ["padded", "offsets"], ["words"], name="unpad", domain=fb.ir.DOMAIN
+            "PaddedToLoD",
+            ["padded", "offsets"],
+            ["words"],
+            name="unpad",
+            domain=fb.conventions.DOMAIN,
         )
     ]
     inputs = [info("padded", shape=[3, 2, H]), info("offsets", TensorProto.INT64, ["n1"])]
@@ -136,7 +140,9 @@ def test_kernel_inputs_from_feeds_are_named_by_the_schema():
         "input 'offsets'): "
         "padded_to_lod: offsets must be nondecreasing, got 3 then 1 at index 1"
     )
-    nodes = [helper.make_node("Dropout", ["x", "seed"], ["y"], name="drop", domain=fb.ir.DOMAIN)]
+    nodes = [
+        helper.make_node("Dropout", ["x", "seed"], ["y"], name="drop", domain=fb.conventions.DOMAIN)
+    ]
     inputs = [info("x", shape=[2]), info("seed", TensorProto.INT64)]
     drop = fb.Session(make_model(nodes, inputs, [info("y")], check=False))
     with pytest.raises(fb.ArgumentError) as caught:
@@ -317,7 +323,7 @@ def ir_model(inputs, outputs, nodes=(), initializers=()) -> ir.Model:
         outputs,
         nodes=list(nodes),
         initializers=list(initializers),
-        opset_imports={"": 17, fb.ir.DOMAIN: 1},
+        opset_imports={"": 17, fb.conventions.DOMAIN: 1},
     )
     return ir.Model(graph, ir_version=10)
 
@@ -340,7 +346,9 @@ def unproduced_input() -> ir.Model:
 
 
 def unproduced_kernel_input() -> ir.Model:
-    node = op("Dropout", [value("orphan")], "y", domain=fb.ir.DOMAIN, attributes={"is_test": 1})
+    node = op(
+        "Dropout", [value("orphan")], "y", domain=fb.conventions.DOMAIN, attributes={"is_test": 1}
+    )
     return ir_model([value("x")], node.outputs, [node])
 
 
@@ -383,7 +391,9 @@ def loop_body_reads_nothing() -> ir.Model:
     """A Loop whose body (holding our Dropout) reads a value defined nowhere."""
     body_in = [ir.Value(name="i", type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape([]))]
     body_in.append(ir.Value(name="c", type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([])))
-    dropout = op("Dropout", [value("nowhere")], "d", domain=fb.ir.DOMAIN, attributes={"is_test": 1})
+    dropout = op(
+        "Dropout", [value("nowhere")], "d", domain=fb.conventions.DOMAIN, attributes={"is_test": 1}
+    )
     body = ir.Graph(body_in, [body_in[1], dropout.outputs[0]], nodes=[dropout], name="body")
     trip = value("trip", ())
     trip.type = ir.TensorType(ir.DataType.INT64)
@@ -397,7 +407,7 @@ def loop_with_wrong_body_arity() -> ir.Model:
     body_in = [ir.Value(name="i", type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape([]))]
     body_in.append(ir.Value(name="c", type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([])))
     x = value("x")
-    dropout = op("Dropout", [x], "d", domain=fb.ir.DOMAIN, attributes={"is_test": 1})
+    dropout = op("Dropout", [x], "d", domain=fb.conventions.DOMAIN, attributes={"is_test": 1})
     body = ir.Graph(body_in, [body_in[1], dropout.outputs[0]], nodes=[dropout], name="body")
     trip = value("trip", ())
     trip.type = ir.TensorType(ir.DataType.INT64)

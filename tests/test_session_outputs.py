@@ -89,7 +89,7 @@ def gru_weights(prefix: str = "") -> list[onnx.TensorProto]:
 def gru(x: str, y: str, prefix: str = "", layout: str = "tnc", lengths: str = "") -> list:
     """A FusionGRU of x into y with weights named prefix + wx/wh/b (initializers)."""
     names = [x, lengths, *(prefix + n for n in GRU_WEIGHTS)]
-    return [helper.make_node("FusionGRU", names, [y], domain=fb.ir.DOMAIN, layout=layout)]
+    return [helper.make_node("FusionGRU", names, [y], domain=fb.conventions.DOMAIN, layout=layout)]
 
 
 def padded(seed: int) -> np.ndarray:
@@ -166,7 +166,7 @@ def test_feeds_and_constants_passed_through(backend):
     """Identity and inference Dropout (scale 1) of a feed and of an initializer, a graph input
     and an initializer that are graph outputs themselves; beside them fresh arrays from ONNX
     Runtime (Relu) and from our training dropout kernel."""
-    dropout = dict(domain=fb.ir.DOMAIN, p=0.3)
+    dropout = dict(domain=fb.conventions.DOMAIN, p=0.3)
     nodes = [
         helper.make_node("Identity", ["x"], ["x_id"]),
         helper.make_node("Dropout", ["x"], ["x_test"], is_test=1, **dropout),
@@ -194,7 +194,7 @@ def test_lod_outputs():
         *gru("x", "h", layout="lod", lengths="x.offsets"),
         helper.make_node("Identity", ["h"], ["reset"]),
         helper.make_node("Identity", ["target_lod"], ["reset.offsets"]),
-        helper.make_node("Dropout", ["x"], ["same"], domain=fb.ir.DOMAIN, is_test=1),
+        helper.make_node("Dropout", ["x"], ["same"], domain=fb.conventions.DOMAIN, is_test=1),
         helper.make_node("Identity", ["x.offsets"], ["same.offsets"]),
     ]
     inputs = [info("x", shape=["words", H]), info("x.offsets", TensorProto.INT64, ["n1"])]

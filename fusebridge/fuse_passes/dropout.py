@@ -12,28 +12,27 @@ from typing import ClassVar
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import ir as fir
+from fusebridge import conventions, ops
 from fusebridge.fuse_passes.rule import FusionRule
-from fusebridge.op_kernels import inference_dropout_scale
 
 
 class InferenceDropout(FusionRule):
     name = "inference_dropout"
 
     def pattern(self, op, x):
-        return op.Dropout(x, _domain=fir.DOMAIN, _allow_other_inputs=True, _outputs=["y"])
+        return op.Dropout(x, _domain=conventions.DOMAIN, _allow_other_inputs=True, _outputs=["y"])
 
     def check(self, context, y, **_):
         self.begin(context)
         node = y.producer()
-        if not fir.schema("Dropout").attribute_values(node)["is_test"]:
+        if not ops.schema("Dropout").attribute_values(node)["is_test"]:
             return self.refuse(node, "is_test = 0: a training dropout stays")
         if len(node.outputs) > 1:
             return self.refuse(node, "its mask output is used")
         return self.accept()
 
     def rewrite(self, op, x, y, **_):
-        scale = inference_dropout_scale(fir.schema("Dropout").attribute_values(y.producer()))
+        scale = ops.schema("Dropout").parse(y.producer()).inference_scale
         self.fired += 1
         if scale == 1.0:
             return op.Identity(x)
@@ -57,7 +56,7 @@ class _TrainingDropoutFusion(FusionRule):
         reason to refuse."""
         self.begin(context)
         node = y.producer()
-        attrs = fir.schema("Dropout").attribute_values(node)
+        attrs = ops.schema("Dropout").attribute_values(node)
         if attrs["is_test"]:
             return self.skip("an inference dropout (inference_dropout handles it)")
         if attrs["axes"]:
@@ -67,7 +66,7 @@ class _TrainingDropoutFusion(FusionRule):
 
     def fused(self, op, op_type: str, inputs: list, y, attrs: dict):
         node = y.producer()
-        dropout = fir.schema("Dropout").attribute_values(node)
+        dropout = ops.schema("Dropout").attribute_values(node)
         outputs = self.fusebridge_node(
             op,
             op_type,
@@ -90,7 +89,7 @@ class MatMulDropout(_TrainingDropoutFusion):
     def pattern(self, op, a, b):
         return op.Dropout(
             op.MatMul(a, b, _outputs=["product"]),
-            _domain=fir.DOMAIN,
+            _domain=conventions.DOMAIN,
             _allow_other_inputs=True,
             _outputs=["y"],
         )
@@ -110,7 +109,7 @@ class MatMulAddDropout(_TrainingDropoutFusion):
         product = op.MatMul(a, b, _outputs=["product"])
         return op.Dropout(
             op.Add(product, bias, _outputs=["biased"]),
-            _domain=fir.DOMAIN,
+            _domain=conventions.DOMAIN,
             _allow_other_inputs=True,
             _outputs=["y"],
         )
@@ -136,7 +135,7 @@ class SoftmaxDropout(_TrainingDropoutFusion):
     def pattern(self, op, x):
         return op.Dropout(
             op.Softmax(x, _outputs=["probs"]),
-            _domain=fir.DOMAIN,
+            _domain=conventions.DOMAIN,
             _allow_other_inputs=True,
             _outputs=["y"],
         )
@@ -162,9 +161,9 @@ class SoftmaxDropoutTraining(_TrainingDropoutFusion):
     def pattern(self, op, x, dy, axes):
         probs = op.Softmax(x, _outputs=["probs"])
         y, mask = op.Dropout(
-            probs, _domain=fir.DOMAIN, _allow_other_inputs=True, _outputs=["y", "mask"]
+            probs, _domain=conventions.DOMAIN, _allow_other_inputs=True, _outputs=["y", "mask"]
         )
-        g = op.DropoutGrad(dy, mask, _domain=fir.DOMAIN, _outputs=["g"])
+        g = op.DropoutGrad(dy, mask, _domain=conventions.DOMAIN, _outputs=["g"])
         weighted = op.Mul(g, probs, _outputs=["weighted"])
         total = op.ReduceSum(weighted, axes, _outputs=["total"])
         centred = op.Sub(g, total, _outputs=["centred"])
@@ -178,10 +177,10 @@ class SoftmaxDropoutTraining(_TrainingDropoutFusion):
             return self.skip("not the whole softmax backward")
         mask, g, weighted, total, centred, dx, axes = (bound[n] for n in names)
         node = y.producer()
-        dropout = fir.schema("Dropout").attribute_values(node)
+        dropout = ops.schema("Dropout").attribute_values(node)
         if dropout["is_test"]:
             return self.skip("an inference dropout")
-        grad = fir.schema("DropoutGrad").attribute_values(g.producer())
+        grad = ops.schema("DropoutGrad").attribute_values(g.producer())
         axis = probs.producer().attributes.get_int("axis", -1)
         rank = len(probs.shape) if probs.shape is not None else None
         summed = self.constant(axes)
@@ -221,7 +220,7 @@ class SoftmaxDropoutTraining(_TrainingDropoutFusion):
 
     def rewrite(self, op, x, dy, y, probs, g, **_):
         node = y.producer()
-        dropout = fir.schema("Dropout").attribute_values(node)
+        dropout = ops.schema("Dropout").attribute_values(node)
         attrs = {
             "p": dropout["p"],
             "mode": dropout["mode"],

@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import ir as fir
+from fusebridge import conventions, ops
 from fusebridge.fuse_passes.rule import FusionRule
 from fusebridge.kernels import negate_update_gate
 
@@ -27,7 +27,7 @@ def _inputs(node: ir.Node, names: tuple[str, ...]) -> dict[str, ir.Value | None]
 
 
 def _attrs(node: ir.Node) -> dict[str, object]:
-    return fir.schema(node.op_type).attribute_values(node)
+    return ops.schema(node.op_type).attribute_values(node)
 
 
 class _ProjectionIntoGRU(FusionRule):
@@ -96,7 +96,7 @@ class FcGRU(_ProjectionIntoGRU):
             op.Add(projected, b, _outputs=["fc_out"]),
             lengths,
             wh,
-            _domain=fir.DOMAIN,
+            _domain=conventions.DOMAIN,
             _allow_other_inputs=True,
             _outputs=["gru_out"],
         )
@@ -111,7 +111,7 @@ class MulGRU(_ProjectionIntoGRU):
             op.MatMul(x, w, _outputs=["projected"]),
             lengths,
             wh,
-            _domain=fir.DOMAIN,
+            _domain=conventions.DOMAIN,
             _allow_other_inputs=True,
             _outputs=["gru_out"],
         )
@@ -128,7 +128,7 @@ class CanonicalUpdateGate(FusionRule):
 
     def pattern(self, op, x, lengths, wx, wh):
         return op.FusionGRU(
-            x, lengths, wx, wh, _domain=fir.DOMAIN, _allow_other_inputs=True, _outputs=["y"]
+            x, lengths, wx, wh, _domain=conventions.DOMAIN, _allow_other_inputs=True, _outputs=["y"]
         )
 
     def check(self, context, y, **_):
@@ -177,10 +177,22 @@ class BiGRU(FusionRule):
 
     def pattern(self, op, x, lengths, wx1, wh1, wx2, wh2):
         first = op.FusionGRU(
-            x, lengths, wx1, wh1, _domain=fir.DOMAIN, _allow_other_inputs=True, _outputs=["y1"]
+            x,
+            lengths,
+            wx1,
+            wh1,
+            _domain=conventions.DOMAIN,
+            _allow_other_inputs=True,
+            _outputs=["y1"],
         )
         second = op.FusionGRU(
-            x, lengths, wx2, wh2, _domain=fir.DOMAIN, _allow_other_inputs=True, _outputs=["y2"]
+            x,
+            lengths,
+            wx2,
+            wh2,
+            _domain=conventions.DOMAIN,
+            _allow_other_inputs=True,
+            _outputs=["y2"],
         )
         return op.Concat(first, second, _outputs=["joined"])
 
@@ -318,7 +330,7 @@ class MatMulAddFusionGRU(_ProjectionIntoFusionGRU):
         projected = op.MatMul(x, w, _outputs=["projected"])
         return op.FusionGRU(
             op.Add(projected, b, _outputs=["fc_out"]),
-            _domain=fir.DOMAIN,
+            _domain=conventions.DOMAIN,
             _allow_other_inputs=True,
             _outputs=["gru_out"],
         )
@@ -334,7 +346,7 @@ class MatMulFusionGRU(_ProjectionIntoFusionGRU):
     def pattern(self, op, x, w):
         return op.FusionGRU(
             op.MatMul(x, w, _outputs=["projected"]),
-            _domain=fir.DOMAIN,
+            _domain=conventions.DOMAIN,
             _allow_other_inputs=True,
             _outputs=["gru_out"],
         )
@@ -348,7 +360,7 @@ class ZeroInitialState(FusionRule):
     name = "zero_initial_state"
 
     def pattern(self, op, x):
-        return op.FusionGRU(x, _domain=fir.DOMAIN, _allow_other_inputs=True, _outputs=["y"])
+        return op.FusionGRU(x, _domain=conventions.DOMAIN, _allow_other_inputs=True, _outputs=["y"])
 
     def check(self, context, y, **_):
         self.begin(context)

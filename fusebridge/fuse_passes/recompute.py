@@ -20,7 +20,7 @@ import dataclasses
 
 import onnx_ir as ir
 
-from fusebridge import ir as fir
+from fusebridge import conventions, ops
 from fusebridge.fuse_passes.graph_checks import check_graph
 
 
@@ -45,9 +45,9 @@ def _plain(value: object) -> object:
 
 def _mask_output(node: ir.Node) -> ir.Value | None:
     """The mask a training dropout writes and someone reads, or None."""
-    if not fir.is_fusebridge(node) or node.op_type not in fir.SCHEMAS:
+    if not conventions.is_fusebridge(node) or node.op_type not in ops.SCHEMAS:
         return None
-    schema = fir.SCHEMAS[node.op_type]
+    schema = ops.SCHEMAS[node.op_type]
     if "mask?" not in schema.outputs or not {"seed?", "offset?"} <= set(schema.inputs):
         return None
     k = schema.outputs.index("mask?")
@@ -58,7 +58,7 @@ def _mask_output(node: ir.Node) -> ir.Value | None:
 def _mask_slot(node: ir.Node) -> int | None:
     """Where a dropout backward (DropoutGrad, SoftmaxDropoutGrad: mask?, seed? and offset?
     inputs, no mask output) takes the mask; seed and offset follow it."""
-    schema = fir.SCHEMAS.get(node.op_type) if fir.is_fusebridge(node) else None
+    schema = ops.SCHEMAS.get(node.op_type) if conventions.is_fusebridge(node) else None
     if schema is None or "mask?" in schema.outputs:
         return None
     if not {"mask?", "seed?", "offset?"} <= set(schema.inputs):
@@ -67,7 +67,7 @@ def _mask_slot(node: ir.Node) -> int | None:
 
 
 def _refusal(node: ir.Node, mask: ir.Value) -> str | None:
-    schema = fir.SCHEMAS[node.op_type]
+    schema = ops.SCHEMAS[node.op_type]
     if mask.is_graph_output():
         return "the mask is a graph output"
     readers = {u.node for u in mask.uses()}
@@ -84,7 +84,7 @@ def _refusal(node: ir.Node, mask: ir.Value) -> str | None:
         k = _mask_slot(grad)
         if grad.inputs[k] is not mask or (len(grad.inputs) > k + 1 and grad.inputs[k + 1]):
             return f"{grad.op_type} {grad.name!r} reads the mask in another slot or has a seed"
-        wanted = fir.SCHEMAS[grad.op_type].attribute_values(grad)
+        wanted = ops.SCHEMAS[grad.op_type].attribute_values(grad)
         # A fused forward shares no mask axes: its `axes` are ().
         differ = [a for a in wanted if _plain(forward.get(a, ())) != _plain(wanted[a])]
         if differ:
@@ -104,7 +104,7 @@ def recompute_dropout_mask(model: ir.Model) -> RecomputeReport:
         if why:
             refused.append((node.name or node.op_type, why))
             continue
-        schema = fir.SCHEMAS[node.op_type]
+        schema = ops.SCHEMAS[node.op_type]
         seed = node.inputs[schema.inputs.index("seed?")]
         offset_slot = schema.inputs.index("offset?")
         offset = node.inputs[offset_slot] if offset_slot < len(node.inputs) else None

@@ -25,7 +25,7 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import ir as fir
+from fusebridge import conventions, ops
 from fusebridge.errors import ArgumentError
 from fusebridge.fuse_passes.graph_checks import check_graph
 from fusebridge.random import OFFSET_INPUT, OFFSET_OUTPUT, SEED_INPUT
@@ -65,7 +65,7 @@ def _rng_slots(node: ir.Node) -> tuple[int, int] | None:
     (Dropout with is_test 0, and the fused dropouts: any schema with seed? and offset? inputs
     and a mask? output). DropoutGrad takes seed and offset too, but only to redraw its
     forward's bits: it gets the forward's stream (recompute_dropout_mask), never its own."""
-    schema = fir.SCHEMAS.get(node.op_type) if fir.is_fusebridge(node) else None
+    schema = ops.SCHEMAS.get(node.op_type) if conventions.is_fusebridge(node) else None
     if schema is None or not {"seed?", "offset?"} <= set(schema.inputs):
         return None
     if "mask?" not in schema.outputs:
@@ -91,7 +91,7 @@ def _hidden(graph: ir.Graph | ir.Function) -> int:
     for node in graph:
         if _draws_hidden(node):
             count += 1
-        count += sum(_hidden(g) for _, g in fir.subgraphs(node))
+        count += sum(_hidden(g) for _, g in conventions.subgraphs(node))
     return count
 
 
@@ -100,7 +100,7 @@ def _refusal(graph: ir.Graph, where: str) -> str | None:
     for node in graph:
         if _draws_hidden(node) and _given(node, _rng_slots(node)[1]):
             return f"{node.op_type} {node.name!r} in {where} has an offset input but no seed"
-        inner = [(n, g) for n, g in fir.subgraphs(node) if _hidden(g)]
+        inner = [(n, g) for n, g in conventions.subgraphs(node) if _hidden(g)]
         label = f"{node.op_type} {node.name!r}"
         if inner and not (node.domain == "" and node.op_type in ("If", "Loop")):
             return (
@@ -118,7 +118,7 @@ def _names(graph: ir.Graph) -> set[str]:
     names = {v.name for v in (*graph.inputs, *graph.initializers.values()) if v.name}
     for node in graph:
         names.update(v.name for v in node.outputs if v.name)
-        for _, g in fir.subgraphs(node):
+        for _, g in conventions.subgraphs(node):
             names |= _names(g)
     return names
 
@@ -136,7 +136,7 @@ class _Threader:
         self.streams: list[RngStream] = []
 
     def name(self, hint: str) -> str:
-        return fir.unique_name(hint, self.taken)
+        return conventions.unique_name(hint, self.taken)
 
     def delta(self, k: int) -> ir.Value:
         """The int64 constant k: one initializer of the main graph per k, which subgraphs
@@ -190,7 +190,7 @@ class _Threader:
                 self.streams.append(stream)
                 k += 1
                 continue
-            inner = [(n, g) for n, g in fir.subgraphs(node) if _hidden(g)]
+            inner = [(n, g) for n, g in conventions.subgraphs(node) if _hidden(g)]
             if not inner:
                 continue
             # An If or a Loop (_refusal let nothing else through).

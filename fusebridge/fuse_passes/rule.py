@@ -13,7 +13,7 @@ import onnx_ir as ir
 from onnxscript.rewriter import pattern
 from onnxscript.rewriter._basics import MatchResult
 
-from fusebridge import ir as fir
+from fusebridge import conventions
 
 
 class FusionRule(pattern.RewriteRuleClassBase):
@@ -73,7 +73,7 @@ class FusionRule(pattern.RewriteRuleClassBase):
     def new_initializer(self, op, array: np.ndarray, hint: str) -> ir.Value:
         """A new initializer with a name no other value has: never a changed shared tensor."""
         taken = set(self._graph.initializers) if self._graph is not None else set()
-        name = fir.unique_name(hint, taken)
+        name = conventions.unique_name(hint, taken)
         return op.initializer(ir.tensor(np.ascontiguousarray(array), name=name), name=name)
 
     def fusebridge_node(
@@ -94,8 +94,8 @@ class FusionRule(pattern.RewriteRuleClassBase):
         self.fired += int(fires)
         outputs = getattr(op, op_type)(
             *inputs,
-            _domain=fir.DOMAIN,
-            _version=fir.DOMAIN_VERSION,
+            _domain=conventions.DOMAIN,
+            _version=conventions.DOMAIN_VERSION,
             _outputs=num_outputs,
             **attrs,
         )

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import ir as fir
+from fusebridge import conventions, ops
 
 
 class GraphBuilder:
@@ -19,7 +19,7 @@ class GraphBuilder:
         self._last: dict[str, int] = {}  # names are never given back: unique_name's counters
 
     def unique(self, name: str) -> str:
-        return fir.unique_name(name, self._taken, self._last)
+        return conventions.unique_name(name, self._taken, self._last)
 
     def const(self, array: np.ndarray, name: str) -> ir.Value:
         """A new initializer (never a changed shared one)."""
@@ -51,8 +51,8 @@ class GraphBuilder:
         """Appends a node named `name` (made unique), as is its first output (the others
         `name:k`); outputs typed `dtype` (default: the first input's). Returns the output, or
         all outputs when there are several."""
-        if domain == fir.DOMAIN:
-            node = fir.node(op_type, inputs, attributes, num_outputs=num_outputs)
+        if domain == conventions.DOMAIN:
+            node = ops.node(op_type, inputs, attributes, num_outputs=num_outputs)
         else:
             node = ir.node(op_type, list(inputs), attributes, num_outputs=num_outputs)
         node.name = self.unique(name)

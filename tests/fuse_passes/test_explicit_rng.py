@@ -13,8 +13,7 @@ from onnx import TensorProto, helper
 from session_models import info, make_model
 
 import fusebridge as fb
-from fusebridge import ir as fir
-from fusebridge import kernels
+from fusebridge import kernels, ops
 from fusebridge import random as fbrandom
 from fusebridge.fuse_passes import explicit_rng
 
@@ -417,7 +416,7 @@ def test_an_offset_without_a_seed_is_refused():
         explicit_rng(model)
 
 
-@pytest.mark.skipif("MatMulDropout" not in fir.SCHEMAS, reason="no fused dropout schema")
+@pytest.mark.skipif("MatMulDropout" not in ops.SCHEMAS, reason="no fused dropout schema")
 def test_fused_dropouts_get_streams_in_their_own_slots():
     # Any fusebridge op whose schema has seed? and offset? draws: MatMulDropout's are 3 and 4.
     nodes = [

@@ -8,7 +8,7 @@ import onnx_ir as ir
 import pytest
 
 import fusebridge as fb
-from fusebridge import ir as fir
+from fusebridge import conventions, ops
 from fusebridge.fuse_passes import Pipeline
 from fusebridge.fuse_passes.dropout import InferenceDropout
 from fusebridge.fuse_passes.gru import BiGRU, FcGRU
@@ -43,7 +43,7 @@ class Builder:
 
     def add(self, op_type, inputs, attrs=None, domain="", name=None):
         if domain:
-            n = fir.node(op_type, inputs, attrs)
+            n = ops.node(op_type, inputs, attrs)
         else:
             n = ir.node(op_type, inputs, attrs)
         n.outputs[0].name = name or f"{op_type.lower()}_{len(self.nodes)}"
@@ -56,7 +56,7 @@ class Builder:
         attrs = {"direction": direction, "origin_mode": origin_mode, "gate_activation": gate}
         b = self.const((1, 3 * OC), f"b{len(self.nodes)}") if bias else None
         wh = self.const((1, OC, 3 * OC), f"wh{len(self.nodes)}")
-        return self.add("GRU", [proj, self.offsets, wh, b, None, h0], attrs, fir.DOMAIN)
+        return self.add("GRU", [proj, self.offsets, wh, b, None, h0], attrs, conventions.DOMAIN)
 
     def fc(self, x, bias=True, bias_first=False):
         y = self.add("MatMul", [x, self.const((IC, 3 * OC), f"w{len(self.nodes)}")])
@@ -71,9 +71,9 @@ class Builder:
             list(outputs),
             nodes=self.nodes,
             initializers=self.inits,
-            opset_imports=fir.opset_imports(),
+            opset_imports=conventions.opset_imports(),
         )
-        return ir.Model(g, ir_version=fir.IR_VERSION)
+        return ir.Model(g, ir_version=conventions.IR_VERSION)
 
 
 def feeds(h0=False, seed=1):
@@ -111,7 +111,7 @@ def test_fc_and_mul_gru_fuse_keeping_h0(origin_mode, with_h0, fc_bias, gru_bias)
     assert report.fired("fc_gru" if fc_bias else "mul_gru") == 1
     assert report.fired("canonical_update_gate") == (origin_mode == 0)
     (node,) = optimized.graph
-    assert fir.schema("FusionGRU").attribute_values(node)["origin_mode"] == 1
+    assert ops.schema("FusionGRU").attribute_values(node)["origin_mode"] == 1
     assert (node.inputs[-1] is not None and node.inputs[-1].name == "h0") == with_h0
     assert_same_outputs(model, optimized, h0=with_h0)
 
@@ -214,7 +214,7 @@ def test_inference_dropout_scales_or_vanishes():
     for mode, scale in (("upscale_in_train", 1.0), ("downgrade_in_infer", 0.75)):
         b = Builder()
         attrs = {"p": 0.25, "mode": mode, "is_test": 1}
-        y = b.gru(b.add("Dropout", [b.fc(b.x)], attrs, fir.DOMAIN))
+        y = b.gru(b.add("Dropout", [b.fc(b.x)], attrs, conventions.DOMAIN))
         model = b.model(y)
         optimized, report = fb.optimize(model)
         assert report.fired("inference_dropout") == 1
@@ -230,7 +230,7 @@ def test_training_dropout_is_reported_not_removed():
     seed = b.const((), "seed")
     seed.const_value = ir.tensor(np.array(7, np.int64), name="seed")
     seed.type = ir.TensorType(ir.DataType.INT64)
-    y = b.add("Dropout", [b.x, seed], {"p": 0.25, "is_test": 0}, fir.DOMAIN)
+    y = b.add("Dropout", [b.x, seed], {"p": 0.25, "is_test": 0}, conventions.DOMAIN)
     _, report = fb.optimize(b.model(y))
     assert refusals(report, "inference_dropout") == ["is_test = 0: a training dropout stays"]
 

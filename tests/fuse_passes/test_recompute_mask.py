@@ -14,7 +14,7 @@ import fusebridge as fb
 from fusebridge.fuse_passes import recompute_dropout_mask
 from fusebridge.kernels import reference
 
-DOMAIN = fb.ir.DOMAIN
+DOMAIN = fb.conventions.DOMAIN
 SEED, OFFSET = 2**63 + 11, 2**40 + 5
 X = np.random.default_rng(1).standard_normal((2, 3, 8)).astype(np.float32)
 DY = np.random.default_rng(2).standard_normal((2, 3, 8)).astype(np.float32)

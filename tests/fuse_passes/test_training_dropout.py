@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import fusebridge as fb
 
-DOMAIN = fb.ir.DOMAIN
+DOMAIN = fb.conventions.DOMAIN
 
 
 def _model(producer: str, *, axes=None, extra_consumer=False, mask=False) -> ir.Model:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import ir as fir
+from fusebridge import conventions
 from fusebridge.errors import (
     ArgumentError,
     Error,
@@ -210,10 +210,10 @@ class SymbolConverter(GraphBuilder):
             outputs,
             nodes=self.nodes,
             initializers=self.initializers,
-            opset_imports=fir.opset_imports(),
+            opset_imports=conventions.opset_imports(),
             name=Path(self.source).name.removesuffix("-symbol.json") or "mxnet",
         )
-        model = ir.Model(graph, ir_version=fir.IR_VERSION, producer_name="fusebridge")
+        model = ir.Model(graph, ir_version=conventions.IR_VERSION, producer_name="fusebridge")
         # Parameters folded into others (gluon's per-gate RNN weights) are left unused.
         initializers = graph.initializers.items()
         for name in [n for n, v in initializers if not v.uses() and not v.is_graph_output()]:

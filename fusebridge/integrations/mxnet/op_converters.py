@@ -13,7 +13,7 @@ import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import ir as fir
+from fusebridge import conventions
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.mxnet.symbol import MXNode
 from fusebridge.kernels import mxnet_rnn_params_to_canonical
@@ -379,7 +379,7 @@ def _dropout(cx, node: MXNode) -> None:
     _axes(cx, "axes", axes, cx.rank(x), negative=False)
     if axes:
         attrs["axes"] = list(axes)
-    cx.define(cx.add("Dropout", [x], attrs, domain=fir.DOMAIN))
+    cx.define(cx.add("Dropout", [x], attrs, domain=conventions.DOMAIN))
 
 
 @converter("RNN")
@@ -457,7 +457,7 @@ def _rnn(cx, node: MXNode) -> None:
             "FusionGRU",
             [x, lengths, *tensors, h0],
             attrs,
-            domain=fir.DOMAIN,
+            domain=conventions.DOMAIN,
             num_outputs=2,
             name=f"{node.name}/l{layer}",
         )
@@ -660,7 +660,7 @@ def _lengths(cx, slot: int, x: ir.Value, axis: int, minimum: int = 0) -> ir.Valu
         "SequenceLengths",
         [lengths, x],
         attrs,
-        domain=fir.DOMAIN,
+        domain=conventions.DOMAIN,
         name=f"{cx.node.name}/lengths",
         dtype=ir.DataType.INT64,
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from fusebridge import ir as fir
+from fusebridge import conventions, ops
 from fusebridge.errors import ModelFormatError
 
 
@@ -23,8 +23,8 @@ def check_gru_inputs(node: ir.Node) -> None:
     3*OC], B and B_h [D, 3*OC], D = 2 for bidirectional and 1 otherwise (with one direction D
     may be left out, as the kernels allow), OC and IC >= 1. ModelFormatError naming the node
     and the input; computed weights are checked by the kernels when they run."""
-    where = f"{fir.DOMAIN}.{node.op_type} node {node.name!r}"
-    schema = fir.schema(node.op_type)
+    where = f"{conventions.DOMAIN}.{node.op_type} node {node.name!r}"
+    schema = ops.schema(node.op_type)
     attrs = schema.attribute_values(node)
     given = {n.rstrip("?"): v for n, v in zip(schema.inputs, node.inputs) if v is not None}
     if attrs["layout"] == "lod" and "lengths" not in given:

@@ -12,7 +12,7 @@ import numpy as np
 import onnx_ir as ir
 from onnx_ir.passes.common import LiftConstantsToInitializersPass, ShapeInferencePass
 
-from fusebridge import ir as fir
+from fusebridge import conventions, ops
 from fusebridge.errors import (
     ArgumentError,
     Error,
@@ -54,7 +54,10 @@ def _check_text(model: ir.Model) -> None:
     """Names and strings are UTF-8 in ONNX; protobuf's proto2 strings do not check that, and
     onnx_ir hands invalid ones over as bytes, which it then cannot write back."""
     texts = [("model doc_string", model.doc_string), ("producer", model.producer_name)]
-    graphs = [model.graph, *(g for n in model.graph.all_nodes() for _, g in fir.subgraphs(n))]
+    graphs = [
+        model.graph,
+        *(g for n in model.graph.all_nodes() for _, g in conventions.subgraphs(n)),
+    ]
     for graph in graphs:
         texts += [("graph name", graph.name), ("graph doc_string", graph.doc_string)]
         texts += [("value name", v.name) for v in [*graph.inputs, *graph.outputs]]
@@ -73,14 +76,14 @@ def check_fusebridge_nodes(graph: ir.Graph) -> None:
     and outputs, its attributes' types and values, a GRU's constant weights' shapes
     (ModelFormatError otherwise)."""
     for node in ir.traversal.RecursiveGraphIterator(graph):
-        if not fir.is_fusebridge(node):
+        if not conventions.is_fusebridge(node):
             continue
-        if node.op_type not in fir.SCHEMAS:
+        if node.op_type not in ops.SCHEMAS:
             raise UnsupportedOpError(
-                f"{fir.DOMAIN}.{node.op_type} node {node.name!r}: unknown op, expected one of "
-                f"{sorted(fir.SCHEMAS)}"
+                f"{conventions.DOMAIN}.{node.op_type} node {node.name!r}: unknown op, expected "
+                f"one of {sorted(ops.SCHEMAS)}"
             )
-        s = fir.SCHEMAS[node.op_type]
+        s = ops.SCHEMAS[node.op_type]
         try:
             s.check_arity(node)
             s.attribute_values(node)
@@ -92,7 +95,7 @@ def check_fusebridge_nodes(graph: ir.Graph) -> None:
 
 def import_onnx(model: ir.Model) -> ir.Model:
     """Rewrites `model` in place: ONNX GRU -> FusionGRU, ONNX Dropout -> Dropout."""
-    if fir.DOMAIN in model.opset_imports:
+    if conventions.DOMAIN in model.opset_imports:
         return model  # written by us: our ops are there already
     # Weights given by Constant nodes (some exporters) become initializers, as torch's are.
     LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(model)
@@ -108,7 +111,7 @@ def import_onnx(model: ir.Model) -> ir.Model:
             replace_node(graph, node, op, outputs)
             imported = True
     if imported:
-        model.opset_imports[fir.DOMAIN] = fir.DOMAIN_VERSION
+        model.opset_imports[conventions.DOMAIN] = conventions.DOMAIN_VERSION
         ShapeInferencePass()(model)  # types for the values the import made
     return model
 
@@ -283,7 +286,7 @@ def _import_gru(op: OpBuilder, node: ir.Node) -> list[ir.Value]:
         "FusionGRU",
         [x, lens, *weights, *biases, h0],
         attrs,
-        domain=fir.DOMAIN,
+        domain=conventions.DOMAIN,
         num_outputs=2 if _used(yh_onnx) else 1,
         name=node.name,
     )
@@ -327,7 +330,9 @@ def _import_dropout(op: OpBuilder, node: ir.Node) -> list[ir.Value] | None:
                 f"{_where(node)}: attribute seed = {value!r}, expected an int64 value"
             )
         seed_v = op.const(np.array([int(value)], np.int64), "seed")
-    y = op.Dropout(inputs[0], seed_v, _domain=fir.DOMAIN, _name=node.name, p=p, is_test=is_test)
+    y = op.Dropout(
+        inputs[0], seed_v, _domain=conventions.DOMAIN, _name=node.name, p=p, is_test=is_test
+    )
     return [y]
 
 

@@ -7,8 +7,9 @@ known; external data stays in the model's directory and fits its files (external
 every tensor holds exactly the bytes its dims and element type need; then onnx.checker (node
 arity, attribute types, topological order so no cycle and no dangling reference, single
 assignment of names, declared domains). A model of another opset of the standard domain is
-converted to ours (fir.ONNX_OPSET): the Session runs every standard op at that opset, and some
-ops kept their signature but changed meaning (Softmax before 13 flattened the trailing axes)."""
+converted to ours (conventions.ONNX_OPSET): the Session runs every standard op at that opset,
+and some ops kept their signature but changed meaning (Softmax before 13 flattened the
+trailing axes)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import version_converter
 
-from fusebridge import ir as fir
+from fusebridge import conventions
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.onnx.external_data import (
     all_graphs,
@@ -34,7 +35,7 @@ _STANDARD_DOMAINS = ("", "ai.onnx")
 
 
 def read_model_proto(path: Path) -> onnx.ModelProto:
-    """The model in `path`, checked, its external data read in, at fir.ONNX_OPSET."""
+    """The model in `path`, checked, its external data read in, at conventions.ONNX_OPSET."""
     where = f"load: {str(path)!r}"
     data = path.read_bytes()
     if not data:
@@ -61,13 +62,13 @@ def read_model_proto(path: Path) -> onnx.ModelProto:
     _check_tensor_sizes(model, where)
     check_declared_dims(model.graph, where)
     _check_structure(model, None if external else data, path, where)
-    if standard != fir.ONNX_OPSET:
+    if standard != conventions.ONNX_OPSET:
         try:
-            model = version_converter.convert_version(model, fir.ONNX_OPSET)
+            model = version_converter.convert_version(model, conventions.ONNX_OPSET)
         except Exception as exc:  # the converter raises RuntimeError and onnx's own types
             raise UnsupportedOpError(
                 f"{where}: opset {standard} of the standard domain cannot be converted to "
-                f"opset {fir.ONNX_OPSET}, the one fusebridge runs: {_one_line(exc)}"
+                f"opset {conventions.ONNX_OPSET}, the one fusebridge runs: {_one_line(exc)}"
             ) from exc
     return model
 
@@ -129,10 +130,11 @@ def _check_opsets(model: onnx.ModelProto, where: str) -> int:
         raise UnsupportedOpError(
             f"{where}: opset {standard[0]} of the standard domain, expected 1 to {newest}"
         )
-    ours = versions.get(fir.DOMAIN)
-    if ours is not None and ours != fir.DOMAIN_VERSION:
+    ours = versions.get(conventions.DOMAIN)
+    if ours is not None and ours != conventions.DOMAIN_VERSION:
         raise UnsupportedOpError(
-            f"{where}: {fir.DOMAIN} domain version {ours}, expected {fir.DOMAIN_VERSION}"
+            f"{where}: {conventions.DOMAIN} domain version {ours}, "
+            f"expected {conventions.DOMAIN_VERSION}"
         )
     return standard[0]
 

@@ -17,7 +17,7 @@ from onnx_ir.passes.common import (
     ShapeInferencePass,
 )
 
-from fusebridge import ir as fir
+from fusebridge import conventions, ops
 from fusebridge.fuse_passes import OptimizeReport, optimize
 from fusebridge.integrations.onnx import standard_ops
 from fusebridge.integrations.onnx.lowering import lower_to_standard, replace_node
@@ -45,24 +45,24 @@ def to_padded_recurrences(graph: ir.Graph) -> int:
     taken = {v.name for v in graph.initializers.values()}
     count = 0
     for node in list(graph):
-        if node.op_type not in ("GRU", "FusionGRU") or not fir.is_fusebridge(node):
+        if node.op_type not in ("GRU", "FusionGRU") or not conventions.is_fusebridge(node):
             continue
-        attrs = fir.schema(node.op_type).attribute_values(node)
+        attrs = ops.schema(node.op_type).attribute_values(node)
         if attrs["layout"] != "lod":
             continue
         x, offsets, *rest = node.inputs
         op = OpBuilder(node.name or node.outputs[0].name, taken)
-        padded = op.LoDToPadded(x, offsets, _domain=fir.DOMAIN)
+        padded = op.LoDToPadded(x, offsets, _domain=conventions.DOMAIN)
         lens = standard_ops.seq_lens(op, offsets)
         outputs = op.op_multi_out(
             node.op_type,
             [padded, lens, *rest],
             {**attrs, "layout": "tnc"},
-            domain=fir.DOMAIN,
+            domain=conventions.DOMAIN,
             num_outputs=len(node.outputs),
             name=node.name,  # errors later on name the node the user had
         )
-        y = op.PaddedToLoD(outputs[0], offsets, _domain=fir.DOMAIN)
+        y = op.PaddedToLoD(outputs[0], offsets, _domain=conventions.DOMAIN)
         replace_node(graph, node, op, [y, *outputs[1:]])
         count += 1
     return count
@@ -74,13 +74,13 @@ def cancel_reorders(graph: ir.Graph) -> int:
     never read it. A PaddedToLoD with other consumers stays for them."""
     count = 0
     for node in list(graph):
-        if node.op_type != "LoDToPadded" or not fir.is_fusebridge(node):
+        if node.op_type != "LoDToPadded" or not conventions.is_fusebridge(node):
             continue
         source = node.inputs[0].producer()
         if (
             source is None
             or source.op_type != "PaddedToLoD"
-            or not fir.is_fusebridge(source)
+            or not conventions.is_fusebridge(source)
             or source.inputs[1] is not node.inputs[1]
             or _layout(source) != _layout(node)
         ):
@@ -98,7 +98,7 @@ def cancel_reorders(graph: ir.Graph) -> int:
 
 
 def _layout(node: ir.Node) -> str:
-    return fir.schema(node.op_type).attribute_values(node)["layout"]
+    return ops.schema(node.op_type).attribute_values(node)["layout"]
 
 
 def portable(model: ir.Model) -> tuple[ir.Model, PortableReport]:
@@ -115,6 +115,6 @@ def portable(model: ir.Model) -> tuple[ir.Model, PortableReport]:
     # Each lowered op builds its own offsets arithmetic (sentence starts, lengths): one copy.
     CommonSubexpressionEliminationPass()(model)
     RemoveUnusedNodesPass()(model)  # and the weights in our layout, now unused
-    model.opset_imports.pop(fir.DOMAIN, None)
+    model.opset_imports.pop(conventions.DOMAIN, None)
     ShapeInferencePass()(model)  # types for the values the rewrites made
     return model, PortableReport(report, padded, cancelled, lowered)

@@ -11,7 +11,7 @@ import os
 import onnx
 import onnx_ir as ir
 
-from fusebridge import ir as fir
+from fusebridge import conventions
 from fusebridge.errors import ArgumentError, ModelFormatError
 from fusebridge.integrations.onnx.external_data import all_tensors, is_external
 from fusebridge.integrations.onnx.model_file import check_declared_dims
@@ -22,8 +22,11 @@ def model_proto(model: ir.Model) -> onnx.ModelProto:
     opsets allow (ONNX Runtime refuses IR versions newer than it knows; onnx writes its own
     newest by default), and onnx.checker's full check (shape inference included) passed."""
     proto = ir.to_proto(model)
-    uses_ours = any(fir.is_fusebridge(n) for n in model.graph.all_nodes())
-    wanted = {"": fir.ONNX_OPSET, **({fir.DOMAIN: fir.DOMAIN_VERSION} if uses_ours else {})}
+    uses_ours = any(conventions.is_fusebridge(n) for n in model.graph.all_nodes())
+    wanted = {
+        "": conventions.ONNX_OPSET,
+        **({conventions.DOMAIN: conventions.DOMAIN_VERSION} if uses_ours else {}),
+    }
     present = {o.domain for o in proto.opset_import}
     for domain, version in wanted.items():
         if domain not in present:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import ir as fir
+from fusebridge import conventions
 from fusebridge.errors import UnsupportedOpError
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -54,7 +54,7 @@ class OpBuilder(ir.tape.Tape):
         key = (array.dtype.str, array.shape, array.tobytes())
         if key in self._consts:  # one initializer per distinct constant
             return self._consts[key]
-        name = fir.unique_name(f"{self.prefix}/{hint}", self.taken)
+        name = conventions.unique_name(f"{self.prefix}/{hint}", self.taken)
         self._consts[key] = self.initializer(ir.tensor(array, name=name), name=name)
         return self._consts[key]
 

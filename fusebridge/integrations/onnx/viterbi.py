@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import ir as fir
+from fusebridge import conventions
 from fusebridge.integrations.onnx.standard_ops import (
     OpBuilder,
     lod_to_padded,
@@ -77,7 +77,7 @@ def crf_decoding(
 
 
 def _unique(body: OpBuilder, hint: str) -> str:
-    return fir.unique_name(f"{body.prefix}/{hint}", body.taken)
+    return conventions.unique_name(f"{body.prefix}/{hint}", body.taken)
 
 
 def _input(body: OpBuilder, hint: str, dtype: ir.DataType, shape: list) -> ir.Value:

@@ -15,7 +15,7 @@ import math
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import ir as fir
+from fusebridge import conventions
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.paddle.op_converters import (
     _PADDLE_DTYPES,
@@ -293,10 +293,12 @@ def _dropout_grad(cx, op: OpDesc) -> None:
     mask_var = _one(cx, op, "Mask")
     mask = cx.value(mask_var)
     producer = mask.producer()
-    if producer is None or producer.domain != fir.DOMAIN or producer.op_type != "Dropout":
+    if producer is None or producer.domain != conventions.DOMAIN or producer.op_type != "Dropout":
         raise UnsupportedOpError(
             f"{cx.where()}: Mask {mask_var!r} must be the Mask output of a training dropout op"
         )
     attrs = dropout_attributes(cx, op)
     dout = cx.value(_one(cx, op, "Out@GRAD"))
-    cx.define(target, cx.add("DropoutGrad", [dout, mask], attrs, name=target, domain=fir.DOMAIN))
+    cx.define(
+        target, cx.add("DropoutGrad", [dout, mask], attrs, name=target, domain=conventions.DOMAIN)
+    )

@@ -16,7 +16,7 @@ import os
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import ir as fir
+from fusebridge import conventions
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.graph_builder import GraphBuilder
 from fusebridge.integrations.paddle import grad_converters  # noqa: F401 (registers them)
@@ -156,10 +156,10 @@ class ProgramConverter(GraphBuilder):
             graph_outputs,
             nodes=self.nodes,
             initializers=self.initializers,
-            opset_imports=fir.opset_imports(),
+            opset_imports=conventions.opset_imports(),
             name=os.path.basename(self.source.rstrip("/")) or "paddle",
         )
-        return ir.Model(graph, ir_version=fir.IR_VERSION, producer_name="fusebridge")
+        return ir.Model(graph, ir_version=conventions.IR_VERSION, producer_name="fusebridge")
 
     def _role(self, index: int, op: OpDesc) -> int:
         """The op's OpRole bits (0 when it has none)."""
@@ -191,7 +191,7 @@ class ProgramConverter(GraphBuilder):
         offsets = None
         if desc.lod_level == 1:
             offsets = ir.Value(
-                name=self.unique(fir.offsets_name(var)),
+                name=self.unique(conventions.offsets_name(var)),
                 shape=ir.Shape([None]),
                 type=ir.TensorType(ir.DataType.INT64),
             )
@@ -205,7 +205,7 @@ class ProgramConverter(GraphBuilder):
         value = self._as_output(self.value(var), var)
         pair = [value]
         if var in self.offsets:
-            pair.append(self._as_output(self.offsets[var], fir.offsets_name(value.name)))
+            pair.append(self._as_output(self.offsets[var], conventions.offsets_name(value.name)))
         return col, pair
 
     def _training_results(self) -> list[str]:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import ir as fir
+from fusebridge import conventions, ops
 from fusebridge.errors import ArgumentError, ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.paddle.program_desc import ATTR_TYPE_NAMES, OpDesc
 from fusebridge.kernels import paddle_weight_h_to_canonical
@@ -577,7 +577,7 @@ def _lod_reset(cx, op: OpDesc) -> None:
                 cx.cast(cx.value(yv), ir.DataType.INT64, f"{out}/lod"),
                 cx.ints([-1], f"{out}/flat"),
             ],
-            name=fir.offsets_name(out),
+            name=conventions.offsets_name(out),
         )
     else:
         target = _attr(cx, op, "target_lod", "ints")
@@ -586,7 +586,7 @@ def _lod_reset(cx, op: OpDesc) -> None:
                 f"{cx.where()}: attribute target_lod = {_shown.repr(target)} must be offsets: "
                 "0 first, never decreasing"
             )
-        offsets = cx.ints(target, fir.offsets_name(out))
+        offsets = cx.ints(target, conventions.offsets_name(out))
     data = cx.add("Identity", [cx.value(_one(cx, op, "X"))], name=out)
     cx.define(out, data, offsets)
 
@@ -596,11 +596,15 @@ def _sequence_pool(cx, op: OpDesc) -> None:
     xv = _one(cx, op, "X")
     out = _one(cx, op, "Out", outputs=True)
     pooltype = _choice(
-        cx, op, "pooltype", fir.schema("SequencePool").attributes[0].choices, "AVERAGE"
+        cx, op, "pooltype", ops.schema("SequencePool").attributes[0].choices, "AVERAGE"
     )
     attrs = {"pooltype": pooltype, "pad_value": _attr(cx, op, "pad_value", "float", 0.0)}
     y = cx.add(
-        "SequencePool", [cx.value(xv), cx.offsets_of(xv, "X")], attrs, name=out, domain=fir.DOMAIN
+        "SequencePool",
+        [cx.value(xv), cx.offsets_of(xv, "X")],
+        attrs,
+        name=out,
+        domain=conventions.DOMAIN,
     )
     _out(cx, op, y)
 
@@ -620,7 +624,7 @@ def _crf_decoding(cx, op: OpDesc) -> None:
         cx.value(_one(cx, op, "Transition")),
         cx.value(label_var) if label_var else None,
     ]
-    y = cx.add("CRFDecoding", inputs, name=out, dtype=ir.DataType.INT64, domain=fir.DOMAIN)
+    y = cx.add("CRFDecoding", inputs, name=out, dtype=ir.DataType.INT64, domain=conventions.DOMAIN)
     _out(cx, op, y, "ViterbiPath")
 
 
@@ -654,10 +658,10 @@ def _dropout(cx, op: OpDesc) -> None:
     # op reads it (dropout_grad in a training program).
     mask = _names(op, "Mask", outputs=True)
     if attrs["is_test"] or not mask or mask[0] not in cx.read:
-        _out(cx, op, cx.add("Dropout", inputs, attrs, name=out, domain=fir.DOMAIN))
+        _out(cx, op, cx.add("Dropout", inputs, attrs, name=out, domain=conventions.DOMAIN))
         return
     mask_var = _one(cx, op, "Mask", outputs=True)
-    y, packed = cx.add("Dropout", inputs, attrs, name=out, domain=fir.DOMAIN, num_outputs=2)
+    y, packed = cx.add("Dropout", inputs, attrs, name=out, domain=conventions.DOMAIN, num_outputs=2)
     packed.type = ir.TensorType(ir.DataType.UINT8)
     _out(cx, op, y)
     cx.define(mask_var, packed)
@@ -710,7 +714,7 @@ def _gru(cx, op: OpDesc) -> None:
     out = _one(cx, op, "Hidden", outputs=True)
     wh, bias, h0 = _gru_weights(cx, op, "Weight")
     inputs = [cx.value(xv), cx.offsets_of(xv, "Input"), wh, bias, None, h0]
-    y = cx.add("GRU", inputs, _gru_attributes(cx, op), name=out, domain=fir.DOMAIN)
+    y = cx.add("GRU", inputs, _gru_attributes(cx, op), name=out, domain=conventions.DOMAIN)
     _out(cx, op, y, "Hidden")
 
 
@@ -728,5 +732,5 @@ def _fusion_gru(cx, op: OpDesc) -> None:
         )
     wx = cx.const(weight_x[None], f"{wxv}/canonical")
     inputs = [cx.value(xv), cx.offsets_of(xv, "X"), wx, wh, bias, None, h0]
-    y = cx.add("FusionGRU", inputs, _gru_attributes(cx, op), name=out, domain=fir.DOMAIN)
+    y = cx.add("FusionGRU", inputs, _gru_attributes(cx, op), name=out, domain=conventions.DOMAIN)
     _out(cx, op, y, "Hidden")

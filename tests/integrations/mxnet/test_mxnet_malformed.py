@@ -17,7 +17,7 @@ import pytest
 from python_under_test import run_python
 
 import fusebridge as fb
-from fusebridge import ir as fir
+from fusebridge import conventions
 from fusebridge.integrations.mxnet.load import SymbolConverter, find_params
 from fusebridge.integrations.mxnet.params import read_params, write_params
 from fusebridge.integrations.mxnet.symbol import parse_symbol
@@ -572,7 +572,7 @@ def test_good_lengths_run_and_lower_to_a_cast_in_the_portable_form():
     feeds = {"data0": np.zeros((2, 5), np.float32), "data1": np.array([5, 2], np.float32)}
     (ours,) = fb.Session(model).run(feeds).values()
     standard = portable(model)[0]
-    assert not any(fir.is_fusebridge(n) for n in standard.graph)
+    assert not any(conventions.is_fusebridge(n) for n in standard.graph)
     (plain,) = fb.Session(standard).run(feeds).values()
     np.testing.assert_allclose(plain, ours, rtol=1e-5, atol=1e-5)
 

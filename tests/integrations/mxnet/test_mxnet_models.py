@@ -628,7 +628,7 @@ def test_fully_connected_folds_into_the_gru_and_training_dropouts_are_recognised
     dropouts = [n for n in model.graph if n.op_type == "Dropout"]
     producers = {n.inputs[0].producer().op_type for n in dropouts}
     assert producers == {"Add", "Softmax"}
-    assert all(fb.ir.schema("Dropout").attribute_values(n)["is_test"] == 0 for n in dropouts)
+    assert all(fb.ops.schema("Dropout").attribute_values(n)["is_test"] == 0 for n in dropouts)
     # Only the GRU's output is compared: the 'always' dropouts need a key (explicit RNG).
     from onnx_ir.passes.common import RemoveUnusedNodesPass
 
@@ -636,7 +636,9 @@ def test_fully_connected_folds_into_the_gru_and_training_dropouts_are_recognised
     RemoveUnusedNodesPass()(model)
     optimized, report = fb.optimize(model)
     assert report.fired("matmul_add_fusion_gru") == 1
-    assert [n.op_type for n in optimized.graph if n.domain == fb.ir.DOMAIN] == ["FusionGRU"]
+    assert [n.op_type for n in optimized.graph if n.domain == fb.conventions.DOMAIN] == [
+        "FusionGRU"
+    ]
     assert "MatMul" not in {n.op_type for n in optimized.graph}
     ours = fb.Session(optimized).run(feeds)
     np.testing.assert_allclose(ours[optimized.graph.outputs[0].name], theirs, rtol=1e-5, atol=1e-5)

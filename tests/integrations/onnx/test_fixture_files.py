@@ -85,10 +85,10 @@ def test_training_dropouts_import_next_to_their_producers(name):
 
     model = fb.load(str(FIXTURE_DIR / f"{name}.onnx"))
     dropouts = [n for n in model.graph if n.op_type == "Dropout"]
-    assert dropouts and all(n.domain == fb.ir.DOMAIN for n in dropouts)
+    assert dropouts and all(n.domain == fb.conventions.DOMAIN for n in dropouts)
     producers = set()
     for node in dropouts:
-        attrs = fb.ir.schema("Dropout").attribute_values(node)
+        attrs = fb.ops.schema("Dropout").attribute_values(node)
         assert (attrs["is_test"], len(node.inputs)) == (0, 1)
         source = node.inputs[0].producer()
         if source.op_type == "Add":  # a linear layer's bias

@@ -190,7 +190,7 @@ def _one_gru_model(op_type: str = "FusionGRU", **attrs) -> ir.Model:
         for n, s in shapes
         if op_type == "FusionGRU" or n != "wx"
     ]
-    node = fb.ir.node(op_type, [x, offsets, *weights], attrs, name="the_gru")
+    node = fb.ops.node(op_type, [x, offsets, *weights], attrs, name="the_gru")
     node.outputs[0].name = "y"
     node.outputs[0].dtype = ir.DataType.FLOAT
     graph = ir.Graph(
@@ -198,7 +198,7 @@ def _one_gru_model(op_type: str = "FusionGRU", **attrs) -> ir.Model:
         [node.outputs[0]],
         nodes=[node],
         initializers=weights,
-        opset_imports={"": 17, fb.ir.DOMAIN: 1},
+        opset_imports={"": 17, fb.conventions.DOMAIN: 1},
         name="one_gru",
     )
     return ir.Model(graph, ir_version=10)
@@ -239,7 +239,7 @@ def test_portable_gru_variants(tmp_path, op_type, attrs, message):
 def test_training_dropout_is_refused_by_the_portable_export(tmp_path):
     x = ir.val("x", ir.DataType.FLOAT, ir.Shape(["a"]))
     seed = ir.val("seed", ir.DataType.INT64, ir.Shape([1]))
-    node = fb.ir.node("Dropout", [x, seed], {"p": 0.3}, name="drop")
+    node = fb.ops.node("Dropout", [x, seed], {"p": 0.3}, name="drop")
     node.outputs[0].name, node.outputs[0].dtype = "y", ir.DataType.FLOAT
     graph = ir.Graph([x, seed], node.outputs, nodes=[node], opset_imports={"": 17}, name="d")
     with pytest.raises(fb.UnsupportedOpError, match="Dropout node 'drop': a training dropout"):

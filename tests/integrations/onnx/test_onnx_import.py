@@ -69,7 +69,7 @@ def test_gru_imports_as_fusion_gru_and_matches_onnxruntime(direction, lbr, with_
     lens = [3, 1, 5, 5] if with_lens else [4, 4, 4]
     feeds = _feeds(proto, lens)
     model = _import(proto)
-    assert [n.op_type for n in model.graph if n.domain == fb.ir.DOMAIN] == ["FusionGRU"]
+    assert [n.op_type for n in model.graph if n.domain == fb.conventions.DOMAIN] == ["FusionGRU"]
     optimized, _ = fb.optimize(model)
     for m in (model, optimized):
         for ours in _run_both(m, feeds):
@@ -188,8 +188,8 @@ def _dropout_model(ratio=None, training=None, seed=None, mask=False) -> onnx.Mod
 
 def _dropout_attrs(model: ir.Model) -> dict:
     (node,) = [n for n in model.graph if n.op_type == "Dropout"]
-    assert node.domain == fb.ir.DOMAIN
-    attrs = fb.ir.schema("Dropout").attribute_values(node)
+    assert node.domain == fb.conventions.DOMAIN
+    attrs = fb.ops.schema("Dropout").attribute_values(node)
     seed = node.inputs[1].const_value.numpy().tolist() if len(node.inputs) > 1 else None
     return {"p": attrs["p"], "is_test": attrs["is_test"], "seed": seed}
 

@@ -490,25 +490,25 @@ def test_our_ops_attribute_types_and_unknown_ops(tmp_path):
 def test_our_schemas_check_values_from_every_frontend():
     x = ir.Value(name="x", shape=ir.Shape([4, 5]), type=ir.TensorType(ir.DataType.FLOAT))
     with pytest.raises(fb.ArgumentError, match=r"attribute p = 1\.5: expected a probability"):
-        fb.ir.node("Dropout", [x], {"p": 1.5})
+        fb.ops.node("Dropout", [x], {"p": 1.5})
     with pytest.raises(fb.ArgumentError, match="axis 2 is out of range for the input's rank 2"):
-        fb.ir.node("DropoutGrad", [x], {"axes": (2,)})
+        fb.ops.node("DropoutGrad", [x], {"axes": (2,)})
     with pytest.raises(fb.ArgumentError, match=r"attribute axis = -3: out of range"):
-        fb.ir.node("SoftmaxDropout", [x, x], {"axis": -3})
+        fb.ops.node("SoftmaxDropout", [x, x], {"axis": -3})
     for axes in ("ab", 3):  # what onnx.checker refuses in a file, an in-memory node may hold
         with pytest.raises(fb.ArgumentError, match=f"axes = {axes!r}, expected a list of ints"):
-            fb.ir.node("Dropout", [x], {"axes": axes})
+            fb.ops.node("Dropout", [x], {"axes": axes})
     with pytest.raises(fb.ArgumentError, match="attribute p = 1, expected float"):
-        fb.ir.node("Dropout", [x], {"p": 1})
-    # A node made without fb.ir.node (onnx_ir directly) meets the same check in the Session.
+        fb.ops.node("Dropout", [x], {"p": 1})
+    # A node made without fb.ops.node (onnx_ir directly) meets the same check in the Session.
     node = ir.node("Dropout", [x], {"axes": [0, 2], "is_test": 1}, domain="fusebridge")
     node.outputs[0].name, node.outputs[0].type = "y", x.type
     graph = ir.Graph([x], node.outputs, nodes=[node], opset_imports={"": 17, "fusebridge": 1})
     with pytest.raises(fb.ArgumentError, match=r"axes = \(0, 2\): axis 2 is out of range"):
         fb.Session(ir.Model(graph, ir_version=8))
     unknown_rank = ir.Value(name="u", type=ir.TensorType(ir.DataType.FLOAT))
-    fb.ir.node("Dropout", [unknown_rank], {"axes": (99,)})  # the kernel checks it at run time
-    fb.ir.node("Dropout", [x], {"p": 1.0, "axes": (-1,)})
+    fb.ops.node("Dropout", [unknown_rank], {"axes": (99,)})  # the kernel checks it at run time
+    fb.ops.node("Dropout", [x], {"p": 1.0, "axes": (-1,)})
 
 
 # -- the passes on models built in memory ------------------------------------------------------

@@ -621,7 +621,7 @@ def test_many_fetches_load_in_linear_time(tmp_path):
 
 
 def test_unique_names_with_counters_are_the_smallest_free_ones():
-    from fusebridge.ir import unique_name
+    from fusebridge.conventions import unique_name
 
     taken, counted, last = {"a@2"}, {"a@2"}, {}
     plain = [unique_name(h, taken) for h in ["a", "a", "a", "b", "a", "a@1", "a"]]

@@ -1,0 +1,84 @@
+"""fusebridge's ops, one module per family (gru, dropout, fused_dropout, crf, sequence, lod),
+each holding its ops whole: schema, typed attributes, cpu binding, oracle, portable lowering.
+This registry is the one list of them: the Session's dispatch, the reference backend, the
+portable export, onnx's schema registry and docs/ops.md all read it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import onnx_ir as ir
+
+from fusebridge.conventions import DOMAIN
+from fusebridge.errors import ArgumentError
+from fusebridge.ops import crf, dropout, fused_dropout, gru, lod, sequence
+from fusebridge.ops.common import OpDef, Run
+from fusebridge.ops.schema import OpSchema, markdown, register_onnx_schemas
+
+REGISTRY: dict[str, OpDef] = {
+    d.schema.op_type: d
+    for module in (gru, dropout, fused_dropout, crf, sequence, lod)
+    for d in module.OPS
+}
+SCHEMAS: dict[str, OpSchema] = {k: d.schema for k, d in REGISTRY.items()}
+
+
+def op(op_type: str) -> OpDef:
+    try:
+        return REGISTRY[op_type]
+    except KeyError:
+        raise ArgumentError(
+            f"{DOMAIN}: unknown op {op_type!r}, expected one of {sorted(REGISTRY)}"
+        ) from None
+
+
+def schema(op_type: str) -> OpSchema:
+    return op(op_type).schema
+
+
+def node(
+    op_type: str,
+    inputs: list[ir.Value | None],
+    attributes: Mapping[str, object] | None = None,
+    *,
+    num_outputs: int = 1,
+    name: str | None = None,
+) -> ir.Node:
+    """A fusebridge-domain node, checked against its schema. Optional inputs left as None
+    at the end are dropped."""
+    inputs = list(inputs)
+    while inputs and inputs[-1] is None:
+        inputs.pop()
+    n = ir.node(
+        op_type, inputs, dict(attributes or {}), domain=DOMAIN, num_outputs=num_outputs, name=name
+    )
+    s = schema(op_type)
+    s.check_arity(n)
+    s.attribute_values(n)
+    return n
+
+
+def prepare(node: ir.Node, constants: dict[int, np.ndarray], reuse_output: bool = False) -> Run:
+    """run(inputs) for a fusebridge node on the cpu engine; constants maps input positions to
+    initializer data; inputs are given in schema order, padded with None to the schema's length.
+    reuse_output: the node's outputs live only during a run (not graph outputs), so a kernel
+    may write a run's output into the buffer of the previous run."""
+    d = op(node.op_type)
+    d.schema.check_arity(node)
+    return d.cpu(node, d.schema.parse(node), constants, reuse_output)
+
+
+def reference_ops() -> list[type]:
+    """The onnx.reference implementations of every op (Session(backend="reference"))."""
+    return [d.reference for d in REGISTRY.values()]
+
+
+def reference_markdown() -> str:
+    """docs/ops.md."""
+    return markdown(list(SCHEMAS.values()))
+
+
+# Our schemas in onnx's registry, so that onnx.checker's full check and shape inference know
+# our ops' output types (a Python process-wide registry: done once, at import).
+register_onnx_schemas(list(SCHEMAS.values()))

@@ -1,0 +1,95 @@
+"""A partition of standard ONNX nodes, run by an ONNX Runtime session built once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+
+from fusebridge import conventions, kernels
+from fusebridge.errors import ArgumentError, ExecutionError
+from fusebridge.runtime.schedule import captured
+from fusebridge.runtime.step import Step
+from fusebridge.session_graph import describe
+
+
+def ort_error(what: str, label: str, group: list[ir.Node], exc: Exception) -> ExecutionError:
+    """ONNX Runtime's exception as ours, naming the partition and, where ONNX Runtime's text
+    names one by its name only ("... node. Name:'x' ..."), the node with its op type."""
+    # Looked up by the whole quoted name: a name may hold quotes itself (Paddle's id check).
+    node = next((n for n in group if n.name and f"Name:'{n.name}'" in str(exc)), None)
+    at = f", at {describe(node)}" if node is not None else ""
+    return ExecutionError(f"Session: {what} {label}{at}: {exc}")
+
+
+def label_of(group: list[ir.Node]) -> str:
+    ops = ", ".join(n.op_type for n in group[:6]) + (", ..." if len(group) > 6 else "")
+    return f"ONNX partition [{ops}] (from node {group[0].name!r})"
+
+
+def onnx_step(
+    group: list[ir.Node], constants: Mapping[str, np.ndarray], feeds: Mapping[str, ir.Value]
+) -> Step:
+    """A run of standard ONNX nodes as one ONNX Runtime session, built once."""
+    members = set(group)
+    produced = {v.name for n in group for v in n.outputs}
+    inputs, initializers = [], {}
+    for n in group:
+        for v in [*n.inputs, *captured(n)]:
+            if v is None or v.name in produced or v in inputs:
+                continue
+            if v.name in constants:
+                initializers[v.name] = v.const_value
+            else:
+                inputs.append(v)
+    outputs = [
+        v
+        for n in group
+        for v in n.outputs
+        if v.is_graph_output() or any(u.node not in members for u in v.uses())
+    ]
+    label = label_of(group)
+
+    def info(v: ir.Value) -> onnx.ValueInfoProto:
+        if v.dtype is None:
+            raise ArgumentError(f"Session: value {v.name!r} of {label} has no known type")
+        return onnx.helper.make_tensor_value_info(v.name, v.dtype.value, None)
+
+    graph = onnx.helper.make_graph(
+        [ir.serde.serialize_node(n) for n in group],
+        "partition",
+        [info(v) for v in inputs],
+        [info(v) for v in outputs],
+        initializer=[ir.serde.serialize_tensor(t) for t in initializers.values()],
+    )
+    model = onnx.helper.make_model(
+        graph,
+        opset_imports=[onnx.helper.make_opsetid("", conventions.ONNX_OPSET)],
+        ir_version=conventions.IR_VERSION,
+    )
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = kernels.get_num_threads()
+    # Our OpenMP threads run between ORT calls: ORT's pool must not spin through them.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # Its errors reach the caller as ExecutionError: logged too, they would print twice.
+    options.log_severity_level = 4
+    try:
+        sess = ort.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # ONNX Runtime raises its own exception types
+        raise ort_error("ONNX Runtime refused", label, group, exc) from exc
+    in_names, out_names = [v.name for v in inputs], [v.name for v in outputs]
+    fed = [n for n in in_names if n in feeds]
+    reads = f" (it reads input(s) {fed})" if fed else ""
+
+    def run(xs: list[np.ndarray]) -> list[np.ndarray]:
+        try:
+            return sess.run(out_names, dict(zip(in_names, xs)))
+        except Exception as exc:
+            raise ort_error("ONNX Runtime failed in", label + reads, group, exc) from exc
+
+    return Step("onnx", label, in_names, out_names, run)

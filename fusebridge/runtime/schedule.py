@@ -1,0 +1,101 @@
+"""Where a graph is cut: which nodes run where (ONNX Runtime partitions, our kernels, aliases,
+control flow), in what order, and which values a run may hand out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import onnx_ir as ir
+
+from fusebridge import conventions
+from fusebridge.errors import ArgumentError
+
+
+def subgraphs_within(node: ir.Node) -> list[ir.Graph]:
+    """Every graph inside node, nested ones included."""
+    graphs = [g for _, g in conventions.subgraphs(node)]
+    return graphs + [g for graph in graphs for n in graph for g in subgraphs_within(n)]
+
+
+def captured(node: ir.Node) -> list[ir.Value]:
+    """The values node's subgraphs read from the scopes around node (ONNX outer-scope
+    references): a step running node needs them as inputs, and runs after their producers."""
+    inner = subgraphs_within(node)
+    if not inner:
+        return []
+    owned = set(inner)
+    found: dict[ir.Value, None] = {}  # ordered, each value once
+    for graph in inner:
+        for v in [*(v for n in graph for v in n.inputs), *graph.outputs]:
+            if v is None:
+                continue
+            owner = v.producer().graph if v.producer() is not None else v.graph
+            if owner not in owned:
+                found.setdefault(v)
+    return list(found)
+
+
+def kind(node: ir.Node) -> str:
+    if conventions.is_fusebridge(node):
+        return "fusebridge"
+    if node.domain in ("", "ai.onnx") and node.op_type == "Identity":
+        return "alias"
+    if node.domain in ("", "ai.onnx") and node.op_type in ("If", "Loop"):
+        # Our ops inside: the control flow runs here, its bodies as programs of their own.
+        inside = any(conventions.is_fusebridge(n) for g in subgraphs_within(node) for n in g)
+        return "control" if inside else "onnx"
+    if node.domain in ("", "ai.onnx"):
+        return "onnx"
+    raise ArgumentError(
+        f"Session: node {node.name!r} has domain {node.domain!r}, which no backend runs"
+    )
+
+
+def handed_out(groups: list[list[ir.Node]], graph: ir.Graph) -> set[str]:
+    """The names of the values whose arrays a run of `graph` may hand out: its outputs and,
+    walking back, every input of a step that may return an input as its output. Identity steps
+    do; If and Loop steps do (a branch may return a value from around it, a Loop that runs zero
+    times its initial values); so may our kernels (an inference Dropout of scale 1 returns its
+    input; counting every kernel keeps this true for ops added later, at the price of buffer
+    reuse for a kernel that only feeds another kernel's graph output). ONNX Runtime returns
+    arrays it allocated in that run, never a feed, an initializer or another output's."""
+    out = {v.name for v in graph.outputs}
+    for group in reversed(groups):  # a topological order: every reader before its producer
+        node = group[0]
+        if kind(node) != "onnx" and any(v.name in out for v in node.outputs):
+            out.update(v.name for v in [*node.inputs, *captured(node)] if v is not None)
+    return out
+
+
+def schedule(nodes: Sequence[ir.Node]) -> list[list[ir.Node]]:
+    """Nodes in a topological order that keeps ONNX nodes together as long as it can, cut into
+    runs of one kind. A run of consecutive nodes of a topological order is executable as one
+    unit, so each ONNX run becomes one ONNX Runtime session."""
+    index = {n: i for i, n in enumerate(nodes)}
+    waiting = {n: 0 for n in nodes}
+    users: dict[ir.Node, list[ir.Node]] = {n: [] for n in nodes}
+    for n in nodes:
+        reads = [*n.inputs, *captured(n)]
+        producers = {v.producer() for v in reads if v is not None} & waiting.keys()
+        waiting[n] = len(producers)
+        for p in producers:
+            users[p].append(n)
+    ready = [n for n in nodes if waiting[n] == 0]
+    groups: list[list[ir.Node]] = []
+    while ready:
+        current = groups[-1][0] if groups else None
+        same = [n for n in ready if current is not None and kind(n) == kind(current) == "onnx"]
+        # Continue an ONNX run if possible; otherwise run non-ONNX nodes before opening a new one.
+        pick = min(same or [n for n in ready if kind(n) != "onnx"] or ready, key=index.get)
+        ready.remove(pick)
+        if same and pick in same:
+            groups[-1].append(pick)
+        else:
+            groups.append([pick])
+        for u in users[pick]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                ready.append(u)
+    if sum(map(len, groups)) != len(nodes):
+        raise ArgumentError("Session: the graph has a cycle")
+    return groups

@@ -1,0 +1,265 @@
+"""Session: runs an IR model. Cut into steps once at creation (program.py): maximal runs of
+standard ONNX nodes become ONNX Runtime sessions (built once, reused every run), fusebridge
+nodes call the compiled kernels with weights packed once, Identity nodes are aliases. Arrays
+pass between steps as they are (ONNX Runtime takes contiguous numpy inputs and returns outputs
+without copies).
+What run() returns belongs to the caller, as ONNX Runtime's results do: no later run writes
+into it, and it shares no memory with a feed, the Session's initializers or another result.
+
+backend="reference" runs the whole model on onnx.reference with the NumPy oracle of our ops."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+from onnx_ir.passes.common import ShapeInferencePass
+
+from fusebridge import conventions, ops
+from fusebridge import random as fbrandom
+from fusebridge.errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    Error,
+    ExecutionError,
+)
+from fusebridge.kernels.sequence_layout import as_offsets
+from fusebridge.lod_tensor import LoDTensor
+from fusebridge.runtime.program import Program
+from fusebridge.session_feeds import Dims, FeedSpec, as_feed, check_lengths, check_names
+from fusebridge.session_graph import check_graph, describe, feed_behind
+
+Feeds = Mapping[str, np.ndarray | LoDTensor]
+
+
+class Session:
+    """Session(model) runs `model` (an onnx_ir.Model, or a model file fb.load reads);
+    run(feeds) -> {name: array | LoDTensor}.
+
+    A LoD input or output `x` is the pair of graph values `x` and `x.offsets`; feed it as
+    LoDTensor(data, lengths=...) and it comes back as a LoDTensor.
+
+    Feeds are numpy arrays of the input's declared dtype (another dtype is cast when numpy
+    calls it same-kind and no value overflows), rank and static dimensions, one size per named
+    dimension across inputs; run() checks all that before it runs anything. Feeds are never
+    written. An input that has an initializer of the same name is a constant, not a feed."""
+
+    def __init__(self, model: ir.Model | str | os.PathLike, *, backend: str = "kernels") -> None:
+        if isinstance(model, (str, os.PathLike)):
+            from fusebridge.integrations import load
+
+            model = load(model)
+        if not isinstance(model, ir.Model):
+            hint = " (onnx_ir.from_proto converts it)" if isinstance(model, onnx.ModelProto) else ""
+            raise ArgumentTypeError(
+                "Session: model must be an onnx_ir.Model or the path of a model file, got "
+                f"{type(model).__name__}{hint}"
+            )
+        if not isinstance(backend, str) or backend not in ("kernels", "reference"):
+            raise ArgumentError(
+                f"Session: backend must be 'kernels' or 'reference', got {backend!r}"
+            )
+        self.backend = backend
+        graph = model.graph
+        check_graph(graph)
+        # An input with an initializer of the same name (ONNX's default value) is a constant
+        # here: feeding it is refused by name rather than silently ignored by our steps.
+        self._constant_inputs = [v.name for v in graph.inputs if v.is_initializer()]
+        self._graph_inputs = {v.name: v for v in graph.inputs if not v.is_initializer()}
+        self._specs = {name: FeedSpec.of(v) for name, v in self._graph_inputs.items()}
+        self._graph_outputs = [v.name for v in graph.outputs]
+        self.input_names = self._logical(self._graph_inputs)
+        self.output_names = self._logical(self._graph_outputs)
+        self._lengths_feeds = self._lengths_of_kernels(graph)
+        self._fed_offsets = self._offsets_from_feeds(graph)
+        if backend == "reference":
+            from onnx.reference import ReferenceEvaluator
+
+            try:
+                proto = ir.serde.serialize_model(model)
+                self._evaluator = ReferenceEvaluator(proto, new_ops=ops.reference_ops())
+            except Exception as exc:
+                raise ExecutionError(f"Session: onnx.reference refused the model: {exc}") from exc
+            return
+        nodes = ir.traversal.RecursiveGraphIterator(model.graph)
+        if any(v.dtype is None for n in nodes for v in n.outputs):
+            # Partitions need their boundary types: inferred on a copy (our schemas are in
+            # onnx's registry, so inference runs through our ops too).
+            model = ir.from_proto(ir.to_proto(model))
+            ShapeInferencePass()(model)
+            graph = model.graph
+        # The inputs of this graph (a copy after inference): feed_behind matches by identity.
+        feeds = {v.name: v for v in graph.inputs if v.name in self._graph_inputs}
+        self._program = Program(graph, {}, feeds)
+        self._fed_out = [n for n in self._graph_inputs if n in self._program.handed_out]
+        self._kept = self._program.kept()
+
+    @staticmethod
+    def _logical(names: Sequence[str]) -> list[str]:
+        return [
+            n
+            for n in names
+            if not (
+                n.endswith(conventions.OFFSETS_SUFFIX)
+                and n[: -len(conventions.OFFSETS_SUFFIX)] in names
+            )
+        ]
+
+    def _offsets_from_feeds(self, graph: ir.Graph) -> set[str]:
+        """The LoD outputs whose offsets are a feed's, handed through unchanged (Identity
+        only): checked when the feed was, so not again at each run."""
+        found = set()
+        for out in graph.outputs:
+            name = out.name[: -len(conventions.OFFSETS_SUFFIX)]
+            if not out.name.endswith(conventions.OFFSETS_SUFFIX) or name not in self.output_names:
+                continue
+            fed = feed_behind(out, self._graph_inputs)
+            if fed is not None and set(fed[1]) <= {"Identity"}:
+                found.add(name)
+        return found
+
+    def _lengths_of_kernels(self, graph: ir.Graph) -> dict[str, str]:
+        """feed name -> the GRU node that takes it (through Identity or Cast) as seq_lens."""
+        found: dict[str, str] = {}
+        for node in ir.traversal.RecursiveGraphIterator(graph):
+            if node.domain != conventions.DOMAIN or node.op_type not in ("GRU", "FusionGRU"):
+                continue
+            layout = node.attributes.get("layout")
+            if layout is None or layout.value == "lod" or len(node.inputs) < 2:
+                continue
+            fed = (
+                None if node.inputs[1] is None else feed_behind(node.inputs[1], self._graph_inputs)
+            )
+            if fed is not None:
+                cast = " (cast to int64)" if "Cast" in fed[1] else ""
+                found.setdefault(fed[0], describe(node) + cast)
+        return found
+
+    # -- running ------------------------------------------------------------------------------
+    def _flatten_feeds(self, feeds: Feeds) -> dict[str, np.ndarray]:
+        check_names(feeds, self.input_names, self._constant_inputs)
+        env: dict[str, np.ndarray] = {}
+        dims: Dims = {}
+        for name in self.input_names:
+            value = feeds[name]
+            offsets = conventions.offsets_name(name)
+            lod = offsets in self._graph_inputs
+            if lod != isinstance(value, LoDTensor):
+                expected = "a LoDTensor(data, lengths=...)" if lod else "an array, not a LoDTensor"
+                raise ArgumentTypeError(
+                    f"Session.run: input {name!r} must be {expected}, got {type(value).__name__}"
+                )
+            label = f"input {name!r}"
+            if lod:
+                data = as_feed(label, value.data, self._specs[name], dims)
+                # A LoDTensor's fields are plain attributes: checked again against its data.
+                split = as_offsets(value.offsets, f"Session.run: {label}", data.shape[0])
+                env[offsets] = as_feed(f"{label} (its offsets)", split, self._specs[offsets], dims)
+                env[name] = data
+            else:
+                env[name] = as_feed(label, value, self._specs[name], dims)
+            if name in self._lengths_feeds:
+                check_lengths(label, env[name], self._lengths_feeds[name])
+        return env
+
+    def _rng_feeds(self, feeds: Feeds, rng: fbrandom.Key | None) -> Feeds:
+        """feeds with rng_seed and rng_offset from the key, for a model explicit_rng made."""
+        if not isinstance(feeds, Mapping):
+            return feeds  # _flatten_feeds says what is wrong
+        state = (fbrandom.SEED_INPUT, fbrandom.OFFSET_INPUT)
+        has_state = all(n in self._graph_inputs for n in state)
+        if rng is None:
+            if has_state and not all(n in feeds for n in state):
+                raise ArgumentError(
+                    f"Session.run: the model draws random numbers from its inputs {list(state)}; "
+                    "pass rng=fusebridge.random.key(seed) (or feed both)"
+                )
+            return feeds
+        if not isinstance(rng, fbrandom.Key):
+            raise ArgumentTypeError(
+                f"Session.run: rng must be a fusebridge.random.Key, got {type(rng).__name__}"
+            )
+        if not has_state:
+            raise ArgumentError(
+                f"Session.run: rng= given, but the model has no inputs {list(state)} "
+                "(it draws no random numbers, or explicit_rng has not run on it)"
+            )
+        if any(n in feeds for n in state):
+            raise ArgumentError(f"Session.run: give rng= or feeds for {list(state)}, not both")
+        # The model's inputs are int64: the 64-bit patterns of the key's uint64 numbers.
+        return {
+            **feeds,
+            fbrandom.SEED_INPUT: np.array(fbrandom.as_int64(rng.seed), np.int64),
+            fbrandom.OFFSET_INPUT: np.array(fbrandom.as_int64(rng.offset), np.int64),
+        }
+
+    def run(
+        self,
+        feeds: Feeds,
+        *,
+        rng: fbrandom.Key | None = None,
+        profile: dict[str, float] | None = None,
+    ) -> dict[str, np.ndarray | LoDTensor]:
+        """Outputs by name. With `profile`, adds each step's seconds under its label.
+
+        A model with the inputs rng_seed and rng_offset (fuse_passes.explicit_rng) takes them
+        from `rng`, a fusebridge.random.Key, and returns the next free offset as
+        rng_offset_out: Key(rng.seed, out["rng_offset_out"]) continues the stream."""
+        if profile is not None and not isinstance(profile, dict):
+            raise ArgumentTypeError(
+                f"Session.run: profile must be a dict (label -> seconds), got "
+                f"{type(profile).__name__}"
+            )
+        feeds = self._rng_feeds(feeds, rng)
+        env = self._flatten_feeds(feeds)
+        if self.backend == "reference":
+            try:
+                computed = self._evaluator.run(None, env)
+            except Error:
+                raise  # the op's reference names the node
+            except Exception as exc:
+                raise ExecutionError(f"Session: onnx.reference failed: {exc}") from exc
+            # onnx.reference's ops may return their inputs or its initializers (a Loop that
+            # runs zero times); the oracle is slow by design, so a copy of each result is free.
+            results = [np.array(r, copy=True) for r in computed]
+            owned = dict(zip(self._graph_outputs, results))
+        else:
+            self._program.run(env, profile)
+            owned = self._hand_out(env)
+        out = {}
+        for name in self.output_names:
+            offsets = conventions.offsets_name(name)
+            if offsets not in self._graph_outputs:
+                out[name] = owned[name]
+            elif name in self._fed_offsets:  # a feed's offsets, checked when it was fed
+                out[name] = LoDTensor._checked_already(owned[name], owned[offsets])
+            else:  # computed in the graph (lod_reset): checked here
+                try:
+                    out[name] = LoDTensor(owned[name], offsets=owned[offsets])
+                except Error as exc:
+                    raise ExecutionError(
+                        f"Session: the model's output {name!r} and its offsets {offsets!r} "
+                        f"disagree: {exc}"
+                    ) from exc
+        return out
+
+    def _hand_out(self, env: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The graph outputs as arrays the caller owns. Most were allocated by this run and go
+        out as they are; one is copied only when it may share memory with a feed (the caller
+        keeps it), an array the Session keeps between runs (an initializer), or an output
+        already handed out (a value and its Identity). Only the feeds and initializers that
+        _handed_out found on a path to an output are looked at, so this is a few bounds checks.
+        Kernel buffers reused across runs never get here: their steps allocate when their
+        output is handed out (_Program._step)."""
+        guarded = [env[n] for n in self._fed_out] + self._kept
+        owned = {}
+        for name in self._graph_outputs:
+            a = env[name]
+            if any(np.may_share_memory(a, g) for g in guarded):
+                a = a.copy()
+            guarded.append(a)
+            owned[name] = a
+        return owned
