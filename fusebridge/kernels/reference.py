@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from fusebridge.errors import ArgumentError
+from fusebridge.kernels.gru import ACTIVATIONS
 from fusebridge.kernels.sequence_layout import as_offsets, as_seq_lens
 
 M32 = np.uint64(0xFFFFFFFF)
@@ -124,13 +125,15 @@ def unpack_mask(packed: np.ndarray, shape: tuple) -> np.ndarray:
 # GRU: written straight from the canonical semantics (docs/gru.md), one sentence and one
 # step at a time, in float64. Gate columns are (update, reset, candidate) everywhere.
 
-GRU_ACTIVATIONS = {
+_FORMULAS = {
     # 0.5 * (1 + tanh(a / 2)) is exactly the logistic function, without exp overflowing.
     "sigmoid": lambda a: 0.5 * (1.0 + np.tanh(0.5 * a)),
     "tanh": np.tanh,
     "relu": lambda a: np.maximum(a, 0.0),
     "identity": lambda a: a,
 }
+# Keyed by the kernel's names, in its order: a name the kernel lacks fails here, at import.
+GRU_ACTIVATIONS = {name: _FORMULAS[name] for name in ACTIVATIONS}
 GRU_DIRECTIONS = {"forward": (False,), "reverse": (True,), "bidirectional": (False, True)}
 GRU_LAYOUTS = ("lod", "tnc", "ntc")
 

@@ -25,8 +25,9 @@ from fusebridge.integrations.onnx.lowering import replace_node
 from fusebridge.integrations.onnx.model_file import read_model_proto
 from fusebridge.integrations.onnx.standard_ops import OpBuilder, constant_input
 from fusebridge.kernels.arguments import is_probability
+from fusebridge.ops.gru import ONNX_ACTIVATIONS
 
-_ACTIVATIONS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Relu": "relu", "Affine": "identity"}
+_ACTIVATIONS = {onnx_name: ours for ours, onnx_name in ONNX_ACTIVATIONS.items()}
 
 
 def load_onnx(path: str | os.PathLike) -> ir.Model:

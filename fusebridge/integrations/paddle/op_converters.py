@@ -17,6 +17,8 @@ from fusebridge.errors import ArgumentError, ModelFormatError, UnsupportedOpErro
 from fusebridge.integrations.paddle.program_desc import ATTR_TYPE_NAMES, OpDesc
 from fusebridge.kernels import paddle_weight_h_to_canonical
 from fusebridge.kernels.arguments import as_probability
+from fusebridge.ops.dropout import MODES
+from fusebridge.ops.gru import ACTIVATIONS
 
 CONVERTERS: dict[str, Callable] = {}
 # Ops whose outputs keep the sentence boundaries of this input slot.
@@ -35,8 +37,6 @@ _PADDLE_DTYPES = {
     21: ir.DataType.INT8,
     22: ir.DataType.BFLOAT16,
 }
-_ACTIVATIONS = ("sigmoid", "tanh", "relu", "identity")
-_DROPOUT_MODES = ("downgrade_in_infer", "upscale_in_train")
 
 # The AttrTypes a value of each kind may be written as (Paddle declares padding_idx and
 # arg_max's axis LONG, other integers INT; fill_constant's shape LONGS, reshape2's INTS).
@@ -632,7 +632,8 @@ def dropout_attributes(cx, op: OpDesc) -> dict[str, object]:
     """p and mode of a dropout or dropout_grad, checked as Paddle checks them."""
     return {
         "p": _probability(cx, op),
-        "mode": _choice(cx, op, "dropout_implementation", _DROPOUT_MODES, _DROPOUT_MODES[0]),
+        # Paddle's default implementation is downgrade_in_infer.
+        "mode": _choice(cx, op, "dropout_implementation", sorted(MODES), "downgrade_in_infer"),
     }
 
 
@@ -678,8 +679,8 @@ def _gru_attributes(cx, op: OpDesc) -> dict[str, object]:
     return {
         "direction": "reverse" if _attr(cx, op, "is_reverse", "bool", False) else "forward",
         "origin_mode": int(_attr(cx, op, "origin_mode", "bool", False)),
-        "activation": _choice(cx, op, "activation", _ACTIVATIONS, "tanh"),
-        "gate_activation": _choice(cx, op, "gate_activation", _ACTIVATIONS, "sigmoid"),
+        "activation": _choice(cx, op, "activation", ACTIVATIONS, "tanh"),
+        "gate_activation": _choice(cx, op, "gate_activation", ACTIVATIONS, "sigmoid"),
         "linear_before_reset": 0,
         "layout": "lod",
     }

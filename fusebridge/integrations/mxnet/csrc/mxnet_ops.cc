@@ -299,10 +299,8 @@ DropoutParams dropout_params(const Attrs& attrs) {
     d.seed = parse_u64(attrs, "seed", nullptr);
     d.offset = parse_u64(attrs, "offset", &zero);
     d.axes = parse_int_tuple(attrs, "axes");
-    // Paddle's Python API spells downgrade_in_infer as downscale_in_infer; both are accepted.
-    const std::string mode = parse_choice(attrs, "mode", "upscale_in_train",
-                                          {"upscale_in_train", "downgrade_in_infer",
-                                           "downscale_in_infer"});
+    const std::string mode =
+        parse_choice(attrs, "mode", "upscale_in_train", {"upscale_in_train", "downgrade_in_infer"});
     d.mode = mode == "upscale_in_train" ? fb::DropoutMode::upscale_in_train
                                         : fb::DropoutMode::downgrade_in_infer;
     d.is_test = parse_bool(attrs, "is_test", false);
