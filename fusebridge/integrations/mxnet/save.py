@@ -388,8 +388,13 @@ def _leaky(w: _Writer, node: ir.Node) -> None:
     x = node.inputs[0]
     if node.op_type == "Selu":
         # MXNet's selu has ONNX's default constants and no others.
-        alpha, gamma = _attr(node, "alpha", 1.67326319217681884765625), _attr(node, "gamma", 1.05070102214813232421875)
-        if not (math.isclose(alpha, 1.6732632423543772) and math.isclose(gamma, 1.0507009873554805)):
+        alpha, gamma = (
+            _attr(node, "alpha", 1.67326319217681884765625),
+            _attr(node, "gamma", 1.05070102214813232421875),
+        )
+        if not (
+            math.isclose(alpha, 1.6732632423543772) and math.isclose(gamma, 1.0507009873554805)
+        ):
             raise _Refused(f"alpha {alpha} and gamma {gamma}; MXNet's selu has the defaults only")
         attrs = {"act_type": "selu"}
     else:
@@ -516,8 +521,8 @@ def _reshape(w: _Writer, node: ir.Node) -> None:
     except ValueError as e:
         raise _Refused(f"its shape cannot be written as MXNet Reshape codes: {e}") from None
     y = w.entry(x)
-    for codes in sc.mxnet_steps(codes):
-        y = w.emit("Reshape", [y], {"shape": _tuple(codes)})
+    for step in sc.mxnet_steps(codes):
+        y = w.emit("Reshape", [y], {"shape": _tuple(step)})
     for position, run in reversed(unflatten):  # from the right: the positions stay right
         attrs = {"lhs_begin": position, "lhs_end": position + 1, "rhs_begin": run.start}
         if run.end is not None:

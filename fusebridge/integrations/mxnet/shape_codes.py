@@ -201,7 +201,9 @@ def mxnet_steps(codes: list[int]) -> list[list[int]]:
     if -1 not in heads or not any(splits[: heads.index(-1)]):
         return [codes]
     whole = [c for g, split in zip(groups, splits) for c in ([0] if split else g)]
-    apart = [c for g, split in zip(groups, splits) for c in (g if split else [-2 if g[0] == -2 else 0])]
+    apart = [
+        c for g, split in zip(groups, splits) for c in (g if split else [-2 if g[0] == -2 else 0])
+    ]
     return [whole, apart]
 
 
