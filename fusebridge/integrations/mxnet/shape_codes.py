@@ -91,6 +91,9 @@ def _split(a: object, b: object, whole: object) -> tuple[int, int] | None:
     return None
 
 
+_MAX_RANK = 32  # MXNet's; a slice past it is not peeled dim by dim (a crafted end of 10**9)
+
+
 def _peel(run: Run) -> tuple[Dim, Run]:
     """A run's first dim and the rest (the dim is taken to exist: a Shape slice names it)."""
     return Dim(run.value, run.start), Run(run.value, run.start + 1, run.end)
@@ -116,7 +119,7 @@ def _slice_parts(shape: Shape, value: ir.Value, start: int, end: int | None) -> 
         return tuple(shape[start:end])
     parts, p = list(shape), runs[0]
     suffix = len(parts) - p - 1
-    if len(runs) == 1 and start >= 0:
+    if len(runs) == 1 and 0 <= start <= _MAX_RANK and (end is None or end <= _MAX_RANK):
         while p < start or (end is not None and p < end):  # single dims up to the slice's end
             parts[p : p + 1] = _peel(parts[p])
             p += 1

@@ -199,3 +199,23 @@ def test_saved_files_do_not_depend_on_where_the_model_came_from(tmp_path):
     second = fb.save_mxnet(model, tmp_path / "b")
     for p, q in zip(first, second):
         assert Path(p).read_bytes() == Path(q).read_bytes()
+
+
+def test_a_shape_slice_far_past_any_rank_is_not_followed_dim_by_dim(tmp_path):
+    """A crafted Shape end of 10**12 would peel 10**12 dims: it is refused as a shape MXNet
+    codes cannot make (a Run of unknown count in the middle), at once."""
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT))
+    shape = ir.node("Shape", [x], {"start": 1, "end": 10**12}, name="s")
+    minus_one = _const("minus_one", np.array([-1], np.int64))
+    concat = ir.node("Concat", [shape.outputs[0], minus_one], {"axis": 0}, name="c")
+    reshape = ir.node("Reshape", [x, concat.outputs[0]], name="r")
+    graph = ir.Graph(
+        [x],
+        [reshape.outputs[0]],
+        nodes=[shape, concat, reshape],
+        initializers=[minus_one],
+        opset_imports=fir.opset_imports(),
+    )
+    model = ir.Model(graph, ir_version=fir.IR_VERSION)
+    with pytest.raises(fb.UnsupportedOpError, match=r"node 'r' \(ai.onnx.Reshape\): its shape"):
+        fb.save_mxnet(model, tmp_path / "m")
