@@ -25,7 +25,6 @@ from fusebridge.errors import (
 )
 from fusebridge.integrations.graph_builder import GraphBuilder
 from fusebridge.integrations.mxnet.params import read_params
-from fusebridge.integrations.mxnet.save import SYMBOL_KEY
 from fusebridge.integrations.mxnet.symbol import (
     MXNode,
     MXSymbol,
@@ -35,7 +34,7 @@ from fusebridge.integrations.mxnet.symbol import (
     parse_ints,
     parse_optional_int,
     parse_str,
-    read_symbol_and_text,
+    read_symbol,
 )
 
 _REQUIRED = object()
@@ -264,9 +263,4 @@ def load_mxnet(path: str | os.PathLike, params: str | os.PathLike | None = None)
         raise ArgumentError(f"load: no such MXNet symbol file {str(p)!r}")
     params_path = Path(params) if params is not None else find_params(p)
     arrays = read_params(params_path) if params_path is not None else {}
-    symbol, text = read_symbol_and_text(p)
-    model = SymbolConverter(symbol, arrays, os.fspath(p)).convert()
-    # The MXNet graph itself, for save_mxnet (which writes it back with our ops in it, and the
-    # parameters from the model's initializers).
-    model.metadata_props[SYMBOL_KEY] = text
-    return model
+    return SymbolConverter(read_symbol(p), arrays, os.fspath(p)).convert()

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import onnx_ir as ir
 import pytest
 from python_under_test import run_python
 
@@ -424,7 +425,8 @@ def test_a_weight_shared_by_many_layers_is_transposed_once(tmp_path):
     model = fb.load(save(tmp_path, nodes, {"w": np.eye(3, dtype=np.float32)}))
     assert [v.name for v in model.graph.initializers.values()] == ["fc0/weight_t"]
     saved = read_params(fb.save_mxnet(model, tmp_path / "out")[1])
-    np.testing.assert_array_equal(saved["w"], np.eye(3))
+    assert list(saved) == ["fc0/weight_t"]  # written once, as the model holds it
+    np.testing.assert_array_equal(saved["fc0/weight_t"], np.eye(3))
 
 
 # -- 5. structure: inputs, heads, outputs that do not exist ---------------------------------
@@ -592,11 +594,22 @@ def test_the_mxnet_oracle_refuses_bad_lengths_before_running():
 # -- save_mxnet ---------------------------------------------------------------------------------
 
 
-def test_save_mxnet_checks_the_symbol_it_writes_back(tmp_path):
-    model = fb.load(FIXTURES / "mlp_dropout-symbol.json")
+def test_save_mxnet_reads_no_metadata_and_checks_the_ir_it_writes(tmp_path):
+    """What a model's metadata says is not read (the graph is); a fusebridge node with an
+    attribute out of its schema is a typed error naming the node, and no file is written."""
+    model = fb.load(FIXTURES / "gru_tagger_fixed-symbol.json")
+    want = (tmp_path / "clean-symbol.json", tmp_path / "clean-0000.params")
+    assert fb.save_mxnet(model, tmp_path / "clean") == want
     model.metadata_props["fusebridge.mxnet.symbol"] = '{"nodes": [{"op": "relu"}]}'
+    model.metadata_props["fusebridge.mxnet.params"] = str(tmp_path / "nothing.params")
+    fb.save_mxnet(model, tmp_path / "meta")
+    assert (tmp_path / "meta-symbol.json").read_text() == want[0].read_text()
+    assert (tmp_path / "meta-0000.params").read_bytes() == want[1].read_bytes()
+    (gru, *_) = [n for n in model.graph if n.op_type == "FusionGRU"]
+    gru.attributes["direction"] = ir.AttrString("direction", "sideways")
     call = lambda: fb.save_mxnet(model, tmp_path / "x")  # noqa: E731
-    expect(fb.ModelFormatError, call, "fusebridge.mxnet.symbol metadata", "missing field(s)")
+    expect(fb.ArgumentError, call, repr(gru.name), "direction", "sideways")
+    assert not list(tmp_path.glob("x-*"))
 
 
 # -- against MXNet itself (the MXNet venv) -----------------------------------------------------

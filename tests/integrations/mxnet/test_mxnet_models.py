@@ -415,16 +415,21 @@ def test_save_mxnet_writes_readable_files(tmp_path):
     saved = read_params(params_path)
     for layer in (0, 1):  # the canonical weights of each layer, as the model has them
         want = model.graph.initializers[f"gru_tagger_gru0_rnn0/l{layer}/wh"].const_value.numpy()
-        np.testing.assert_array_equal(saved[f"gru_tagger_gru0_rnn0_l{layer}_wh"], want)
+        np.testing.assert_array_equal(saved[f"gru_tagger_gru0_rnn0/l{layer}/wh"], want)
     assert not any("_i2h_" in name for name in saved)  # MXNet's per-gate weights are gone
-    with pytest.raises(fb.ArgumentError, match="not loaded from an MXNet symbol file"):
-        fb.save_mxnet(fb.load(FIXTURES.parents[0] / "onnx" / "torch_gru.onnx"), tmp_path / "x")
+    # Any model is written, up to the first node with no MXNet form, which is named: here
+    # torch's GRU, whose final state (Y_last) the graph uses.
+    onnx_gru = fb.load(FIXTURES.parents[0] / "onnx" / "torch_gru.onnx")
+    why = r"node '/gru/GRU' \(fusebridge.FusionGRU\): its Y_last output is used"
+    with pytest.raises(fb.UnsupportedOpError, match=why):
+        fb.save_mxnet(onnx_gru, tmp_path / "x")
+    assert not list(tmp_path.glob("x-*"))
 
 
 def test_save_mxnet_writes_the_models_own_parameters_and_reads_no_file(tmp_path):
-    """The parameters come from the model's initializers, also where the loader keeps them in
-    another form (FullyConnected's transposed weight); a params path in the metadata, which a
-    crafted model may carry, is not read."""
+    """The parameters come from the model's initializers, under their names and as the model
+    holds them (FullyConnected's weight transposed, written for a dot); a params path in the
+    metadata, which a crafted model may carry, is not read."""
     from fusebridge.integrations.mxnet.params import read_params, write_params
 
     model = fb.load(_path("gru_tagger"))
@@ -451,18 +456,22 @@ def test_save_mxnet_writes_the_models_own_parameters_and_reads_no_file(tmp_path)
     saved = read_params(fb.save_mxnet(model, tmp_path / "fused")[1])
     np.testing.assert_array_equal(saved[names["embedding"]], changed["embedding"])
     np.testing.assert_array_equal(saved[names["bias"]], changed["bias"])
-    np.testing.assert_array_equal(saved["gru_tagger_gru0_rnn0_l1_wh"], changed["wh"])
-    np.testing.assert_array_equal(saved["gru_tagger_dense0_weight"], changed["weight"])
+    np.testing.assert_array_equal(saved[names["wh"]], changed["wh"])
+    np.testing.assert_array_equal(saved[weight_t], changed["weight"].T)
+    for name, array in saved.items():  # every array written is an initializer, as it is
+        np.testing.assert_array_equal(array, inits[name].const_value.numpy(), err_msg=name)
     assert not any(np.all(a == 7) for a in saved.values()) and "secret" not in saved
     # A parameter that a pass rewrote away is named, not taken from anywhere else.
     inits.pop(names["bias"])
-    with pytest.raises(fb.UnsupportedOpError, match="parameter 'gru_tagger_dense0_bias'"):
+    with pytest.raises(fb.UnsupportedOpError, match="input 'gru_tagger_dense0_bias'"):
         fb.save_mxnet(model, tmp_path / "again")
 
 
-def test_save_mxnet_undoes_what_the_loader_made_of_a_parameter(tmp_path):
+def test_save_mxnet_writes_the_parameters_as_the_model_holds_them(tmp_path):
     """FullyConnected's weight (kept transposed) and prelu's gamma (kept as [C, 1]) are written
-    back as MXNet holds them."""
+    as the model holds them, under the initializers' names; the graph uses them as the IR
+    does (dot, and prelu's slope broadcast as ONNX broadcasts it): MXNet runs it in
+    test_mxnet_save.py."""
     import json
 
     from fusebridge.integrations.mxnet.params import read_params, write_params
@@ -494,32 +503,42 @@ def test_save_mxnet_undoes_what_the_loader_made_of_a_parameter(tmp_path):
     params = {n: rng.standard_normal(shape).astype(np.float32) for n, shape in params.items()}
     write_params(tmp_path / "m-0000.params", {n: ("arg", a) for n, a in params.items()})
 
-    saved = read_params(fb.save_mxnet(fb.load(tmp_path / "m-symbol.json"), tmp_path / "out")[1])
-    assert saved.keys() == params.keys()
-    for name, array in params.items():
+    model = fb.load(tmp_path / "m-symbol.json")
+    saved = read_params(fb.save_mxnet(model, tmp_path / "out")[1])
+    inits = {n: v.const_value.numpy() for n, v in model.graph.initializers.items()}
+    assert saved.keys() == inits.keys() == {"fc/weight_t", "fc_bias", "act/gamma"}
+    for name, array in inits.items():
         np.testing.assert_array_equal(saved[name], array, err_msg=name)
         assert saved[name].shape == array.shape
+    np.testing.assert_array_equal(saved["fc/weight_t"], params["fc_weight"].T)
+    np.testing.assert_array_equal(saved["act/gamma"], params["gamma"].reshape(3, 1))
 
 
-def _saved_with_our_ops(tmp_path: Path, name: str) -> tuple[ir.Model, Path, Path]:
-    """register() (our ops in the running MXNet), then the fixture as fb.load reads it and the
-    two files save_mxnet writes of it."""
+def _saved_with_our_ops(
+    tmp_path: Path, name: str, optimized: bool = False
+) -> tuple[ir.Model, Path, Path]:
+    """register() (our ops in the running MXNet), then the fixture as fb.load reads it (or as
+    fb.optimize makes it) and the two files save_mxnet writes of it."""
     from fusebridge.integrations.mxnet import register
 
     register()
     model = fb.load(_path(name))
+    if optimized:
+        model = fb.optimize(model)[0]
     return (model, *fb.save_mxnet(model, tmp_path / name))
 
 
 @pytest.mark.mxnet
-@pytest.mark.parametrize("name", ["gru_tagger", "gru_tagger_fixed", "mlp_dropout"])
-def test_saved_model_runs_in_mxnet_with_our_ops(tmp_path, name):
-    """The fused symbol in MXNet (our ops registered) equals fusebridge's Session, and for the
-    tagger with unequal lengths also MXNet's original model run one sentence at a time."""
+@pytest.mark.parametrize("optimized", [False, True])
+@pytest.mark.parametrize("name", NAMES)
+def test_saved_model_runs_in_mxnet_with_our_ops(tmp_path, name, optimized):
+    """The fused symbol in MXNet (our ops registered), written from the model as loaded or as
+    optimized, equals fusebridge's Session, and for the tagger with unequal lengths also
+    MXNet's original model run one sentence at a time."""
     mx = pytest.importorskip("mxnet")
     from fusebridge.integrations.mxnet.mxnet_runtime import input_names, run_mxnet_per_sentence
 
-    model, symbol_path, params_path = _saved_with_our_ops(tmp_path, name)
+    model, symbol_path, params_path = _saved_with_our_ops(tmp_path, name, optimized)
     inputs = _inputs(name, seed=5)
     feeds = dict(zip(input_names(FIXTURES / name), inputs))
     sym = mx.sym.load(str(symbol_path))
@@ -552,7 +571,7 @@ def _gluon_imports(tmp_path: Path, name: str) -> tuple[ir.Model, object]:
 
 
 @pytest.mark.mxnet
-@pytest.mark.parametrize("name", ["gru_tagger", "gru_tagger_fixed", "mlp_dropout"])
+@pytest.mark.parametrize("name", NAMES)
 def test_saved_model_runs_through_gluon_symbol_block_imports(tmp_path, name):
     """SymbolBlock.imports + net(x), as parameters come (grad_req 'write') and with every
     grad_req 'null': equal to fusebridge's Session and, where MXNet itself is right (equal
