@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import ir as fir
+from fusebridge import conventions, ops
 from fusebridge.errors import UnsupportedOpError
 from fusebridge.integrations.mxnet import shape_codes as sc
 from fusebridge.integrations.mxnet.params import write_params
@@ -577,20 +577,20 @@ def _constant_of_shape(w: _Writer, node: ir.Node) -> None:
 
 
 # -- fusebridge ops ---------------------------------------------------------------------------
-@writes((fir.DOMAIN, "SequenceLengths"))
+@writes((conventions.DOMAIN, "SequenceLengths"))
 def _sequence_lengths(w: _Writer, node: ir.Node) -> None:
     """fusebridge_fusion_gru checks its lengths itself (whole numbers in [0, T]): the lengths
     go to it as they are. No MXNet op makes that check for any other use."""
     out = node.outputs[0]
     users = {(u.domain, u.op_type, i) for u, i in out.uses()}
-    if not users <= {(fir.DOMAIN, "FusionGRU", 1)}:
+    if not users <= {(conventions.DOMAIN, "FusionGRU", 1)}:
         raise _Refused("its lengths feed an op other than FusionGRU, which would not check them")
     w.entries[out] = w.entry(node.inputs[0])
 
 
-@writes((fir.DOMAIN, "FusionGRU"))
+@writes((conventions.DOMAIN, "FusionGRU"))
 def _fusion_gru(w: _Writer, node: ir.Node) -> None:
-    attrs = fir.schema("FusionGRU").attribute_values(node)
+    attrs = ops.schema("FusionGRU").attribute_values(node)
     if attrs["layout"] == "lod":
         raise _Refused("layout lod; fusebridge_fusion_gru takes padded tnc or ntc")
     if len(node.outputs) > 1 and w.used(node.outputs[1]):
@@ -637,9 +637,9 @@ def _lengths(w: _Writer, node: ir.Node, x, lengths, layout: str) -> list[int]:
     return w.emit("sum", [column], {"axis": axes}, name=f"{node.name}_steps")
 
 
-@writes((fir.DOMAIN, "Dropout"))
+@writes((conventions.DOMAIN, "Dropout"))
 def _dropout(w: _Writer, node: ir.Node) -> None:
-    attrs = fir.schema("Dropout").attribute_values(node)
+    attrs = ops.schema("Dropout").attribute_values(node)
     x, seed, offset = _inputs(node, 3)
     mask_used = len(node.outputs) > 1 and w.used(node.outputs[1])
     mx_attrs = {"p": _number(attrs["p"]), "axes": _tuple(attrs["axes"]) if attrs["axes"] else "()"}

@@ -12,7 +12,7 @@ import onnx_ir as ir
 import pytest
 
 import fusebridge as fb
-from fusebridge import ir as fir
+from fusebridge import conventions
 from fusebridge.integrations.mxnet import shape_codes as sc
 from fusebridge.integrations.mxnet.params import read_params
 
@@ -43,7 +43,7 @@ def _gru_matmul_add() -> ir.Model:
         "FusionGRU",
         [x, lens, *params],
         {"direction": "bidirectional", "layout": "tnc", "linear_before_reset": 1},
-        domain=fir.DOMAIN,
+        domain=conventions.DOMAIN,
         name="gru",
     )
     matmul = ir.node("MatMul", [gru.outputs[0], proj], name="proj")
@@ -53,9 +53,9 @@ def _gru_matmul_add() -> ir.Model:
         [add.outputs[0]],
         nodes=[gru, matmul, add],
         initializers=[*params, proj, bias],
-        opset_imports=fir.opset_imports(),
+        opset_imports=conventions.opset_imports(),
     )
-    return ir.Model(graph, ir_version=fir.IR_VERSION)
+    return ir.Model(graph, ir_version=conventions.IR_VERSION)
 
 
 def _feeds() -> dict[str, np.ndarray]:
@@ -106,9 +106,13 @@ def test_a_model_built_in_the_ir_runs_in_mxnet_as_in_the_session(tmp_path):
 
 def _with_node(node: ir.Node, x: ir.Value, extra: list[ir.Value] = ()) -> ir.Model:
     graph = ir.Graph(
-        [x], [node.outputs[0]], nodes=[node], initializers=extra, opset_imports=fir.opset_imports()
+        [x],
+        [node.outputs[0]],
+        nodes=[node],
+        initializers=extra,
+        opset_imports=conventions.opset_imports(),
     )
-    return ir.Model(graph, ir_version=fir.IR_VERSION)
+    return ir.Model(graph, ir_version=conventions.IR_VERSION)
 
 
 def test_an_op_with_no_mxnet_form_is_refused_by_name_before_any_file(tmp_path):
@@ -125,9 +129,9 @@ def test_what_mxnet_cannot_take_is_refused_with_the_reason(tmp_path):
     shape = ir.Value(name="shape", type=ir.TensorType(ir.DataType.INT64))
     reshape = ir.node("Reshape", [x, shape], name="r")
     graph = ir.Graph(
-        [x, shape], [reshape.outputs[0]], nodes=[reshape], opset_imports=fir.opset_imports()
+        [x, shape], [reshape.outputs[0]], nodes=[reshape], opset_imports=conventions.opset_imports()
     )
-    model = ir.Model(graph, ir_version=fir.IR_VERSION)
+    model = ir.Model(graph, ir_version=conventions.IR_VERSION)
     with pytest.raises(
         fb.UnsupportedOpError, match=r"node 'r' \(ai.onnx.Reshape\): shape input 'shape'"
     ):
@@ -135,10 +139,12 @@ def test_what_mxnet_cannot_take_is_refused_with_the_reason(tmp_path):
     # A training dropout's seed that is not a constant: fusebridge_dropout takes it as an attribute.
     x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT))
     seed = ir.Value(name="seed", type=ir.TensorType(ir.DataType.INT64))
-    drop = ir.node("Dropout", [x, seed], {"p": 0.5}, domain=fir.DOMAIN, name="d")
-    graph = ir.Graph([x, seed], [drop.outputs[0]], nodes=[drop], opset_imports=fir.opset_imports())
+    drop = ir.node("Dropout", [x, seed], {"p": 0.5}, domain=conventions.DOMAIN, name="d")
+    graph = ir.Graph(
+        [x, seed], [drop.outputs[0]], nodes=[drop], opset_imports=conventions.opset_imports()
+    )
     with pytest.raises(fb.UnsupportedOpError, match=r"node 'd' \(fusebridge.Dropout\): seed"):
-        fb.save_mxnet(ir.Model(graph, ir_version=fir.IR_VERSION), tmp_path / "m")
+        fb.save_mxnet(ir.Model(graph, ir_version=conventions.IR_VERSION), tmp_path / "m")
     assert not list(tmp_path.iterdir())
 
 
@@ -214,8 +220,8 @@ def test_a_shape_slice_far_past_any_rank_is_not_followed_dim_by_dim(tmp_path):
         [reshape.outputs[0]],
         nodes=[shape, concat, reshape],
         initializers=[minus_one],
-        opset_imports=fir.opset_imports(),
+        opset_imports=conventions.opset_imports(),
     )
-    model = ir.Model(graph, ir_version=fir.IR_VERSION)
+    model = ir.Model(graph, ir_version=conventions.IR_VERSION)
     with pytest.raises(fb.UnsupportedOpError, match=r"node 'r' \(ai.onnx.Reshape\): its shape"):
         fb.save_mxnet(model, tmp_path / "m")
