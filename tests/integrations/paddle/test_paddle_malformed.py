@@ -263,6 +263,13 @@ def test_dropout_prob_bounds_load(tmp_path, p):
     ("op_type", "name", "value", "expected"),
     [
         ("dropout", "dropout_implementation", "upscale", "'downgrade_in_infer', 'upscale_in_tr"),
+        # Paddle's Python API spelling: Paddle's own op checker refuses it in a program too.
+        (
+            "dropout",
+            "dropout_implementation",
+            "downscale_in_infer",
+            "'downgrade_in_infer', 'upscale_in_tr",
+        ),
         ("gru", "gate_activation", "gelu", "'sigmoid', 'tanh', 'relu', 'identity'"),
         ("gru", "activation", "", "'sigmoid', 'tanh', 'relu', 'identity'"),
     ],
