@@ -1,5 +1,5 @@
 """The example Paddle models (fusebridge.models.paddle_models), their saved assets, and the
-Paddle runtimes that run them (fusebridge.integrations.paddle.paddle_runtime)."""
+Paddle runtimes that run them (fusebridge.bench.paddle_runtime)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def runtime():
     if "paddle" not in sys.modules:
         os.environ["FLAGS_enable_pir_api"] = "0"
     pytest.importorskip("paddle")
-    from fusebridge.integrations.paddle import paddle_runtime
+    from fusebridge.bench import paddle_runtime
 
     return paddle_runtime
 

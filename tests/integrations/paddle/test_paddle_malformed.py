@@ -637,7 +637,7 @@ def test_unique_names_with_counters_are_the_smallest_free_ones():
 
 
 def test_bench_names_a_model_it_cannot_feed(tmp_path):
-    from fusebridge.integrations.paddle.compare import compare_with_paddle
+    from fusebridge.bench.paddle_comparison import compare_with_paddle
 
     directory = _one_op(tmp_path, "relu", [])  # one input, no LoD, no embedding
     message = f"bench {directory}: the benchmark feeds random sentences of word ids"
