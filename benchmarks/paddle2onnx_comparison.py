@@ -1,7 +1,7 @@
 """What paddle2onnx and fusebridge's portable export make of the same Paddle models, side by side:
 `python -m benchmarks.paddle2onnx_comparison [--out docs/comparison.md]` (needs paddlepaddle;
 paddle2onnx is installed into its own directory and run in a child process, see
-fusebridge/integrations/paddle/paddle2onnx_peer.py). Run by hand; it writes the Markdown table."""
+fusebridge/bench/paddle2onnx_peer.py). Run by hand; it writes the Markdown table."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import onnx
 import onnxruntime as ort
 
 import fusebridge as fb
-from fusebridge.integrations.paddle.paddle2onnx_peer import run_paddle2onnx
+from fusebridge.bench.paddle2onnx_peer import run_paddle2onnx
 from fusebridge.models import assets
 
 KEEP_MARKER = "<!-- not generated: kept by benchmarks.paddle2onnx_comparison -->"
@@ -46,7 +46,7 @@ def _best_ms(run, repeat: int = 20) -> float:
 
 
 def _fusebridge_row(name: str, out_dir: Path) -> list[str]:
-    from fusebridge.integrations.paddle.paddle_runtime import ExecutorRunner
+    from fusebridge.bench.paddle_runtime import ExecutorRunner
 
     model = fb.load(assets.path(name))
     path = out_dir / f"{name}.portable.onnx"

@@ -1,13 +1,13 @@
 """Paddle models end to end: the bundled tagger and sentiment classifier, 1 / 16 / 64
 sentences of 5..60 words, fusebridge Session (optimized) vs Paddle's Executor on the unfused
 program vs Paddle Inference with ir_optim (and with oneDNN), each Paddle peer in a subprocess
-(fusebridge.integrations.paddle.compare). Best and median ms per batch; a peer's outputs are checked
+(fusebridge.bench.paddle_comparison). Best and median ms per batch; a peer's outputs are checked
 against fusebridge's; "x fusebridge time" > 1 means the peer is slower."""
 
 from __future__ import annotations
 
 from fusebridge import kernels
-from fusebridge.integrations.paddle.compare import compare_with_paddle, table
+from fusebridge.bench.paddle_comparison import compare_with_paddle, table
 from fusebridge.models import assets
 
 

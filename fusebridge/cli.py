@@ -258,7 +258,7 @@ def demo() -> int:
 
 
 def bench_command(model_dir: str, sentences: list[int], repeat: int) -> int:
-    from fusebridge.integrations.paddle.compare import compare_with_paddle, failed, table
+    from fusebridge.bench.paddle_comparison import compare_with_paddle, failed, table
 
     rows = compare_with_paddle(model_dir, sentences, repeat=repeat)
     print(table(rows))

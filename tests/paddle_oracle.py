@@ -1,5 +1,8 @@
-"""What the tests that run Paddle as the oracle share: paddle (or a skip when it is absent) and
-the legacy static mode (fusebridge.integrations.paddle.legacy)."""
+"""What the tests that run Paddle as the oracle share: paddle (or a skip when it is absent), the
+legacy static mode (fusebridge.integrations.paddle.legacy) and a saved model run once on
+Paddle's static Executor."""
+
+import os
 
 import pytest
 
@@ -11,4 +14,12 @@ def paddle_or_skip():
     return import_paddle()
 
 
-__all__ = ["legacy_static", "paddle_or_skip"]
+def run_executor(model_dir: str | os.PathLike, feeds: dict) -> dict:
+    """The saved model loaded and run once on the static Executor (CPU, unfused): fetch name ->
+    array; feeds map an input name to (array, sentence lengths or None)."""
+    from fusebridge.bench.paddle_runtime import ExecutorRunner
+
+    return ExecutorRunner(model_dir).run(feeds)
+
+
+__all__ = ["legacy_static", "paddle_or_skip", "run_executor"]

@@ -239,12 +239,12 @@ def paddle_installed(monkeypatch, installed: bool) -> None:
 
 
 def test_bench_reports_a_failing_peer_in_full_and_exits_nonzero(tmp_path, monkeypatch, capsys):
-    from fusebridge.integrations.paddle import compare
+    from fusebridge.bench import paddle_comparison
 
     message = "the peer broke: " + "x" * 300
     (tmp_path / "broken_peer.py").write_text(f"raise RuntimeError({message!r} + '\\nline two')\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    monkeypatch.setattr(compare, "PEER_MODULE", "broken_peer")
+    monkeypatch.setattr(paddle_comparison, "PEER_MODULE", "broken_peer")
     paddle_installed(monkeypatch, True)
     code = cli.main(["bench", str(assets.path("tagger")), "--sentences", "2", "--repeat", "1"])
     out = capsys.readouterr()

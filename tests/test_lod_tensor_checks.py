@@ -116,7 +116,7 @@ def test_a_session_runs_a_tensor_whose_offsets_someone_tried_to_change(tagger_se
 
 
 def test_session_outputs_keep_the_fast_path(tagger_session, monkeypatch):
-    """Outputs whose offsets a feed brought in are not checked again (runtime.py's
+    """Outputs whose offsets a feed brought in are not checked again (LoDTensor's
     _checked_already), and are read-only like every LoDTensor's."""
     ids = np.random.default_rng(1).integers(0, 1000, (14, 1))
     feeds = {"words": fb.LoDTensor(ids, lengths=[4, 0, 9, 1])}

@@ -44,7 +44,7 @@ def test_importing_from_a_source_tree_without_core_says_so(tmp_path):
 def test_bench_peers_start_outside_the_source_tree(tmp_path, monkeypatch):
     """`fusebridge bench` run in a checkout: its Paddle peers must not start there, where
     `python -m` would put the core-less source tree first on their sys.path."""
-    from fusebridge.integrations.paddle import compare
+    from fusebridge.bench import paddle_comparison
 
     tree = source_tree_without_core(tmp_path)
     probe = tmp_path / "probe"
@@ -52,12 +52,12 @@ def test_bench_peers_start_outside_the_source_tree(tmp_path, monkeypatch):
     (probe / "where_am_i.py").write_text(
         "import json, os, sys\nprint(json.dumps({'cwd': os.getcwd(), 'path': sys.path}))\n"
     )
-    monkeypatch.setattr(compare, "PEER_MODULE", "where_am_i")
+    monkeypatch.setattr(paddle_comparison, "PEER_MODULE", "where_am_i")
     monkeypatch.chdir(tree)
     work = tmp_path / "work"
     work.mkdir()
     env = {"PYTHONPATH": str(probe), "PATH": "/usr/bin:/bin"}
-    done = compare.peer_process([], work, env)
+    done = paddle_comparison.peer_process([], work, env)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert Path(seen["cwd"]) == work

@@ -28,12 +28,7 @@ from fusebridge.kernels.fused_dropout import (
     softmax_dropout_backward,
 )
 from fusebridge.kernels.gru import GRUDescriptor, fusion_gru
-from fusebridge.kernels.gru_weight_layouts import (
-    canonical_to_paddle_weight_h,
-    mxnet_rnn_params_to_canonical,
-    negate_update_gate,
-    paddle_weight_h_to_canonical,
-)
+from fusebridge.kernels.gru_origin_mode import negate_update_gate
 from fusebridge.kernels.gru_weights import GRUWeights, pack_gru_weights
 from fusebridge.kernels.philox import philox4x32
 from fusebridge.kernels.primitive_cache import cache_stats, set_cache_capacity
@@ -49,7 +44,6 @@ __all__ = [
     "available_isas",
     "blas_info",
     "cache_stats",
-    "canonical_to_paddle_weight_h",
     "crf_decoding",
     "dropout",
     "dropout_backward",
@@ -61,11 +55,9 @@ __all__ = [
     "matmul",
     "matmul_dropout",
     "matmul_dropout_backward",
-    "mxnet_rnn_params_to_canonical",
     "negate_update_gate",
     "pack_gru_weights",
     "padded_to_lod",
-    "paddle_weight_h_to_canonical",
     "philox4x32",
     "sequence_pool",
     "set_cache_capacity",

@@ -30,8 +30,6 @@ from fusebridge.kernels.arguments import (
 from fusebridge.kernels.primitive_cache import CACHE
 
 MODES = {"upscale_in_train": 0, "downgrade_in_infer": 1}
-# Paddle's Python API spells the op attribute downgrade_in_infer as downscale_in_infer.
-MODE_ALIASES = {"downscale_in_infer": "downgrade_in_infer"}
 # Outputs this large bypass the caches (non-temporal stores): they would not fit anyway, and
 # skipping the read-for-ownership saves a third of the memory traffic.
 STREAM_MIN_BYTES = 8 << 20
@@ -77,8 +75,7 @@ def _create(desc: DropoutDescriptor) -> object:
 
 
 def _mode(mode: object, op: str) -> str:
-    mode = MODE_ALIASES.get(mode, mode) if isinstance(mode, str) else mode
-    if mode not in MODES:
+    if not isinstance(mode, str) or mode not in MODES:
         raise ArgumentError(f"{op}: mode must be one of {sorted(MODES)}, got {mode!r}")
     return mode
 

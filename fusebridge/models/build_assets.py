@@ -50,13 +50,6 @@ def build_assets(root: str | os.PathLike = ASSETS_DIR) -> list[Path]:
     return written
 
 
-def load_example(model_dir: str | os.PathLike) -> tuple[np.ndarray, list[int]]:
-    """(words int64 [words, 1], sentence lengths) as build_assets wrote them."""
-    model_dir = Path(model_dir)
-    lengths = [int(n) for n in (model_dir / "example_lengths.txt").read_text().split()]
-    return np.load(model_dir / "example_words.npy"), lengths
-
-
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     for path in build_assets(args[0] if args else ASSETS_DIR):

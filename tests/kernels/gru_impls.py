@@ -1,14 +1,10 @@
 """What the GRU framework tests share: the `impl` fixture (the NumPy oracle and the compiled
-kernel behind one signature, that of reference.gru) and Paddle's own unfused `gru` op run in a
-legacy static program (Paddle is the oracle; docs/gru.md)."""
+kernel behind one signature, that of reference.gru). Paddle's own `gru` op is in
+tests/paddle_gru_op.py."""
 
 from __future__ import annotations
 
-import functools
-
-import numpy as np
 import pytest
-from paddle_oracle import legacy_static, paddle_or_skip
 
 from fusebridge import kernels
 from fusebridge.kernels import reference
@@ -24,85 +20,3 @@ def impl_fixture(request):
     """gru(x, wx, wh, bias, *, bias_h, h0, offsets, seq_lens, layout, direction,
     linear_before_reset, origin_mode, activation, gate_activation) -> (hidden, last)."""
     return reference.gru if request.param == "reference" else _kernel
-
-
-def offsets_of(lengths) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-
-
-@functools.cache
-def _paddle_program(ic, oc, has_h0, is_reverse, origin_mode, activation, gate_activation):
-    """mul (X [words, IC] x WeightX) then gru, built once per configuration."""
-    paddle = paddle_or_skip()
-    with legacy_static(paddle):
-        main, startup = paddle.static.Program(), paddle.static.Program()
-        with paddle.static.program_guard(main, startup):
-            x = paddle.static.data("x", [-1, ic], "float32", lod_level=1)
-            wx = paddle.static.data("weight_x", [ic, 3 * oc], "float32")
-            weight = paddle.static.data("weight", [oc, 3 * oc], "float32")
-            bias = paddle.static.data("bias", [1, 3 * oc], "float32")
-            block = main.global_block()
-            proj = block.create_var(name="proj", dtype="float32", lod_level=1)
-            block.append_op(
-                type="mul",
-                inputs={"X": [x], "Y": [wx]},
-                outputs={"Out": [proj]},
-                attrs={"x_num_col_dims": 1, "y_num_col_dims": 1},
-            )
-            inputs = {"Input": [proj], "Weight": [weight], "Bias": [bias]}
-            if has_h0:
-                inputs["H0"] = [paddle.static.data("h0", [-1, oc], "float32")]
-            # The work buffers must exist as variables or the op does not run.
-            outs = {
-                name: [block.create_var(name=name.lower(), dtype="float32")]
-                for name in ("Hidden", "BatchGate", "BatchResetHiddenPrev", "BatchHidden")
-            }
-            block.append_op(
-                type="gru",
-                inputs=inputs,
-                outputs=outs,
-                attrs={
-                    "activation": activation,
-                    "gate_activation": gate_activation,
-                    "is_reverse": is_reverse,
-                    "origin_mode": origin_mode,
-                },
-            )
-        return main, outs["Hidden"][0], paddle.static.Executor(paddle.CPUPlace())
-
-
-def paddle_gru(
-    x,
-    lengths,
-    weight_x,
-    weight,
-    bias,
-    h0=None,
-    *,
-    is_reverse,
-    origin_mode,
-    activation,
-    gate_activation,
-) -> np.ndarray:
-    """Hidden [words, OC] of Paddle's gru op on LoD x [words, IC] (sentence lengths in order),
-    fed WeightX [IC, 3*OC], Weight in Paddle's own flat layout, Bias [1, 3*OC], H0 [N, OC]."""
-    paddle = paddle_or_skip()
-    main, hidden, exe = _paddle_program(
-        x.shape[1],
-        weight.shape[0],
-        h0 is not None,
-        is_reverse,
-        origin_mode,
-        activation,
-        gate_activation,
-    )
-    with legacy_static(paddle):
-        lod_x = paddle.base.core.DenseTensor()
-        lod_x.set(np.ascontiguousarray(x, np.float32), paddle.CPUPlace())
-        lod_x.set_recursive_sequence_lengths([[int(n) for n in lengths]])
-        feed = {"x": lod_x, "weight_x": weight_x, "weight": weight, "bias": bias}
-        if h0 is not None:
-            feed["h0"] = h0
-        # Hidden keeps its LoD, so it comes back as a DenseTensor.
-        (out,) = exe.run(main, feed=feed, fetch_list=[hidden], return_numpy=False)
-        return np.array(out)

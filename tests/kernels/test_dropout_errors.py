@@ -31,6 +31,9 @@ X = np.ones((4, 6), np.float32)
         ({"noise_shape": (4,)}, ArgumentError, "noise_shape must have 2 entries"),
         ({"noise_shape": (1, 6), "axes": (0,)}, ArgumentError, "not both"),
         ({"mode": "sideways"}, ArgumentError, "mode must be one of"),
+        # Paddle's Python API spelling is the frontends' business, not the kernels'.
+        ({"mode": "downscale_in_infer"}, ArgumentError, "mode must be one of"),
+        ({"mode": ["upscale_in_train"]}, ArgumentError, "mode must be one of"),
         ({"training": "no"}, ArgumentTypeError, "training must be True or False"),
         ({"shard": ((4, 6), (1, 0))}, ArgumentError, "outside its global shape on axis 0"),
         ({"shard": ((4, 6), (0,))}, ArgumentError, "shard start must have 2 entries"),

@@ -47,7 +47,7 @@ def test_paddle_downgrade_in_infer(paddle, p):
     infer = paddle.nn.functional.dropout(
         paddle.to_tensor(X), p, training=False, mode="downscale_in_infer"
     ).numpy()
-    ours_infer = kernels.dropout(X, p, seed=6, mode="downscale_in_infer", training=False)
+    ours_infer = kernels.dropout(X, p, seed=6, mode="downgrade_in_infer", training=False)
     np.testing.assert_allclose(ours_infer, infer, rtol=1e-6)
     up_infer = paddle.nn.functional.dropout(
         paddle.to_tensor(X), p, training=False, mode="upscale_in_train"

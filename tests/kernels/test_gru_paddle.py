@@ -6,9 +6,10 @@ import itertools
 
 import numpy as np
 import pytest
-from gru_impls import impl_fixture, offsets_of, paddle_gru  # noqa: F401  (fixture `impl`)
+from gru_impls import impl_fixture  # noqa: F401  (fixture `impl`)
+from paddle_gru_op import offsets_of, paddle_gru
 
-from fusebridge.kernels.gru_weight_layouts import paddle_weight_h_to_canonical
+from fusebridge.integrations.paddle.weight_layouts import paddle_weight_h_to_canonical
 
 pytestmark = pytest.mark.paddle
 

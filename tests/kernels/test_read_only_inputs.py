@@ -9,6 +9,8 @@ import pytest
 from compiled_primitives import dropout_primitive
 
 from fusebridge import ArgumentError, Error, kernels
+from fusebridge.integrations.mxnet.rnn_params import mxnet_rnn_params_to_canonical
+from fusebridge.integrations.paddle.weight_layouts import paddle_weight_h_to_canonical
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((4, 6)).astype(np.float32)
@@ -95,11 +97,10 @@ KERNELS = {
         {"x": X.reshape(2, 2, 6), "wx": W6, "wh": W4, "seq_lens": np.array([2, 1])},
         {"layout": "tnc", "direction": "forward"},
     ),
-    "paddle_weight_h_to_canonical": (kernels.paddle_weight_h_to_canonical, {"weight_h": W4}, {}),
-    "canonical_to_paddle_weight_h": (kernels.canonical_to_paddle_weight_h, {"wh": W4}, {}),
+    "paddle_weight_h_to_canonical": (paddle_weight_h_to_canonical, {"weight_h": W4}, {}),
     "negate_update_gate": (kernels.negate_update_gate, {"wx": W6, "wh": W4, "bias": B}, {}),
     "mxnet_rnn_params_to_canonical": (
-        kernels.mxnet_rnn_params_to_canonical,
+        mxnet_rnn_params_to_canonical,
         {"params": np.arange(3 * 4 * 6 + 3 * 4 * 4 + 24, dtype=np.float32)},
         {"input_size": 6, "hidden_size": 4},
     ),

@@ -1,5 +1,5 @@
 """The example Paddle models (fusebridge.models.paddle_models), their saved assets, and the
-Paddle runtimes that run them (fusebridge.integrations.paddle.paddle_runtime)."""
+Paddle runtimes that run them (fusebridge.bench.paddle_runtime)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from paddle_oracle import run_executor
 
 from fusebridge.models import build_assets, paddle_models
 
@@ -41,7 +42,7 @@ def runtime():
     if "paddle" not in sys.modules:
         os.environ["FLAGS_enable_pir_api"] = "0"
     pytest.importorskip("paddle")
-    from fusebridge.integrations.paddle import paddle_runtime
+    from fusebridge.bench import paddle_runtime
 
     return paddle_runtime
 
@@ -54,8 +55,9 @@ def rebuilt(runtime, tmp_path_factory):
 
 
 def _feeds(model_dir):
-    words, lengths = build_assets.load_example(model_dir)
-    return {"words": (words, lengths)}
+    """The example input build_assets wrote: words int64 [words, 1] and sentence lengths."""
+    lengths = [int(n) for n in (model_dir / "example_lengths.txt").read_text().split()]
+    return {"words": (np.load(model_dir / "example_words.npy"), lengths)}
 
 
 def test_example_feed():
@@ -110,7 +112,7 @@ def test_assets_reproducible(rebuilt):
 def test_run_executor_tagger(runtime):
     model_dir = build_assets.ASSETS_DIR / "tagger"
     feeds = _feeds(model_dir)
-    (tags,) = runtime.run_executor(model_dir, feeds).values()
+    (tags,) = run_executor(model_dir, feeds).values()
     assert tags.dtype == np.int64 and tags.shape == (sum(feeds["words"][1]), 1)
     assert tags.min() >= 0 and tags.max() < 24
     # Random weights still give varied tags, not one constant.
@@ -121,7 +123,7 @@ def test_run_executor_tagger(runtime):
 def test_run_executor_sentiment(runtime):
     model_dir = build_assets.ASSETS_DIR / "sentiment"
     feeds = _feeds(model_dir)
-    (probs,) = runtime.run_executor(model_dir, feeds).values()
+    (probs,) = run_executor(model_dir, feeds).values()
     assert probs.dtype == np.float32 and probs.shape == (len(feeds["words"][1]), 2)
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-6)
     assert np.ptp(probs[:, 0]) > 0.1
@@ -134,8 +136,8 @@ def test_separate_parameter_files(runtime, tmp_path):
     paddle_models.save_model(model, tmp_path / "comb", combined=True)
     assert sorted(os.listdir(tmp_path / "sep")) == sorted(["__model__", *model.weights])
     feeds = {"words": paddle_models.example_feed(1000, [4, 9, 2], seed=1)}
-    sep = runtime.run_executor(tmp_path / "sep", feeds)
-    comb = runtime.run_executor(tmp_path / "comb", feeds)
+    sep = run_executor(tmp_path / "sep", feeds)
+    comb = run_executor(tmp_path / "comb", feeds)
     assert sep.keys() == comb.keys()
     for key in sep:
         np.testing.assert_array_equal(sep[key], comb[key])
@@ -156,7 +158,7 @@ def test_clip_extra_strips_gru_work_outputs(runtime, tmp_path):
 def test_sentiment_pool_types(runtime, tmp_path, pool_type):
     model = paddle_models.build_sentiment(hidden=16, emb_size=8, vocab_size=30, pool_type=pool_type)
     paddle_models.save_model(model, tmp_path)
-    (probs,) = runtime.run_executor(
+    (probs,) = run_executor(
         tmp_path, {"words": paddle_models.example_feed(30, [5, 1, 7], seed=2)}
     ).values()
     assert probs.shape == (3, 2)
@@ -176,7 +178,7 @@ def test_tagger_softmax_head(runtime, tmp_path):
         "softmax",
         "fetch",
     ]
-    (probs,) = runtime.run_executor(
+    (probs,) = run_executor(
         tmp_path, {"words": paddle_models.example_feed(30, [5, 1, 7], seed=2)}
     ).values()
     assert probs.shape == (13, 5)
@@ -189,7 +191,7 @@ def test_builders_restore_mode(runtime):
 
     before = paddle.in_dynamic_mode()
     paddle_models.build_sentiment(hidden=4, emb_size=4, vocab_size=10)
-    runtime.run_executor(
+    run_executor(
         build_assets.ASSETS_DIR / "sentiment", _feeds(build_assets.ASSETS_DIR / "sentiment")
     )
     assert paddle.in_dynamic_mode() == before
@@ -202,7 +204,7 @@ def test_inference_matches_executor(runtime, name, ir_optim):
     # ir_optim: fc_gru_fuse_pass makes fusion_gru of every mul + elementwise_add + gru.
     model_dir = build_assets.ASSETS_DIR / name
     feeds = _feeds(model_dir)
-    expected = runtime.run_executor(model_dir, feeds)
+    expected = run_executor(model_dir, feeds)
     got = runtime.InferenceRunner(model_dir, ir_optim=ir_optim, onednn=False).run(feeds)
     assert got.keys() == expected.keys()
     for key in got:

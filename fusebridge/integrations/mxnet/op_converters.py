@@ -15,8 +15,8 @@ import onnx_ir as ir
 
 from fusebridge import conventions
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
+from fusebridge.integrations.mxnet.rnn_params import mxnet_rnn_params_to_canonical
 from fusebridge.integrations.mxnet.symbol import MXNode
-from fusebridge.kernels import mxnet_rnn_params_to_canonical
 from fusebridge.kernels.arguments import as_probability
 
 CONVERTERS: dict[str, Callable] = {}

@@ -192,13 +192,6 @@ def _array(r: _Reader, index: int) -> np.ndarray | str:
     return f"is {_STORAGE[stype]} (header at byte {at}): sparse storage is not supported"
 
 
-def parse_params(data: bytes, source: str = "<bytes>") -> dict[str, tuple[str, np.ndarray]]:
-    """The arrays of an MXNet `.params` / `nd.save` file held in `data`, in file order:
-    bare name -> (kind, array), kind "arg" or "aux" from the name's prefix, "" without one.
-    A file saved from a list has no names: its arrays are named "0", "1", ..."""
-    return _parse(_Reader(io.BytesIO(data), len(data), source))
-
-
 def _parse(r: _Reader) -> dict[str, tuple[str, np.ndarray]]:
     source = r.source
     if (magic := r.take(_U64, "list magic")) != LIST_MAGIC:
@@ -246,7 +239,9 @@ def _parse(r: _Reader) -> dict[str, tuple[str, np.ndarray]]:
 
 
 def read_params_with_kind(path: str | os.PathLike) -> dict[str, tuple[str, np.ndarray]]:
-    """The arrays of an MXNet `.params` file: bare name -> (kind "arg"/"aux"/"", array)."""
+    """The arrays of an MXNet `.params` / `nd.save` file, in file order: bare name -> (kind,
+    array), kind "arg" or "aux" from the name's prefix, "" without one. A file saved from a
+    list has no names: its arrays are named "0", "1", ..."""
     path = Path(path)
     try:
         # Only a regular file: opening a FIFO would wait for a writer, a device may not end.

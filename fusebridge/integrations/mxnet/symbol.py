@@ -197,11 +197,6 @@ def read_symbol_and_text(path: str | os.PathLike) -> tuple[MXSymbol, str]:
     return parse_symbol(data, os.fspath(path)), data.decode("utf-8")  # parse_symbol: UTF-8
 
 
-def read_symbol(path: str | os.PathLike) -> MXSymbol:
-    """The graph of an MXNet `prefix-symbol.json` file."""
-    return read_symbol_and_text(path)[0]
-
-
 # -- attribute values: MXNet writes every one as a string -------------------------------------
 
 # At most 19 digits (int() refuses over 4300 anyway), then in int64's range: MXNet's integers

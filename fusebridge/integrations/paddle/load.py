@@ -24,8 +24,6 @@ from fusebridge.integrations.paddle.op_converters import CONVERTERS, KEEPS_LOD, 
 from fusebridge.integrations.paddle.params import read_paddle_model
 from fusebridge.integrations.paddle.program_desc import BlockDesc, OpDesc, ProgramDesc
 
-_FEED_FETCH_VAR_TYPES = (9, 10)
-
 
 class ProgramConverter(GraphBuilder):
     """Walks block 0 once. Paddle variable names map to the IR value that last wrote them

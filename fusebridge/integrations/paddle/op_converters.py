@@ -15,7 +15,7 @@ import onnx_ir as ir
 from fusebridge import conventions, ops
 from fusebridge.errors import ArgumentError, ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.paddle.program_desc import ATTR_TYPE_NAMES, OpDesc
-from fusebridge.kernels import paddle_weight_h_to_canonical
+from fusebridge.integrations.paddle.weight_layouts import paddle_weight_h_to_canonical
 from fusebridge.kernels.arguments import as_probability
 from fusebridge.ops.dropout import MODES
 from fusebridge.ops.gru import ACTIVATIONS

@@ -4,6 +4,8 @@ where it is installed (pytest -m mxnet in the venv that holds it)."""
 
 import json
 import struct
+import tempfile
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -12,11 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusebridge.errors import ModelFormatError
-from fusebridge.integrations.mxnet.params import (
-    parse_params,
-    read_params,
-    read_params_with_kind,
-)
+from fusebridge.integrations.mxnet.params import read_params, read_params_with_kind
 from fusebridge.integrations.mxnet.symbol import (
     MXNode,
     parse_bool,
@@ -25,7 +23,7 @@ from fusebridge.integrations.mxnet.symbol import (
     parse_ints,
     parse_optional_int,
     parse_symbol,
-    read_symbol,
+    read_symbol_and_text,
 )
 
 V1, V2, V3 = 0xF993FAC8, 0xF993FAC9, 0xF993FACA
@@ -83,6 +81,14 @@ def sample(dtype, shape=(2, 3)):
         info = np.iinfo(dtype)
         return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
     return rng.standard_normal(shape).astype(dtype)
+
+
+def parse_params(data: bytes, name: str = "m.params") -> dict[str, tuple[str, np.ndarray]]:
+    """read_params_with_kind of `data` written to a file of its own."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_bytes(data)
+        return read_params_with_kind(path)
 
 
 def only(data):
@@ -311,7 +317,7 @@ CURRENT = graph(
 def test_current_format(tmp_path):
     path = tmp_path / "m-symbol.json"
     path.write_text(CURRENT)
-    sym = read_symbol(path)
+    sym, _ = read_symbol_and_text(path)
     assert [n.op for n in sym.nodes] == ["null", "null", "null", "FullyConnected", "Activation"]
     assert sym.nodes[3] == MXNode(
         "FullyConnected", "fc", ((0, 0), (1, 0), (2, 0)), {"num_hidden": "3", "flatten": "False"}
@@ -495,7 +501,7 @@ def test_exported_gluon_model_reads_back(tmp_path):
         assert got[key[4:]][1].tobytes() == nd.asnumpy().tobytes()
         assert got[key[4:]][1].shape == nd.shape
 
-    sym = read_symbol(prefix + "-symbol.json")
+    sym, _ = read_symbol_and_text(prefix + "-symbol.json")
     with open(prefix + "-symbol.json") as f:
         raw = json.load(f)
     assert len(sym.nodes) == len(raw["nodes"])

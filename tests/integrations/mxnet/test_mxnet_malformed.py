@@ -580,7 +580,7 @@ def test_good_lengths_run_and_lower_to_a_cast_in_the_portable_form():
 
 
 def test_the_mxnet_oracle_refuses_bad_lengths_before_running():
-    from fusebridge.integrations.mxnet.mxnet_runtime import run_mxnet_per_sentence
+    from mxnet_oracle import run_mxnet_per_sentence
 
     for bad in (np.nan, 2.5, -1, 10):
         expect(

@@ -129,7 +129,7 @@ def _hidden_before_dense(model, ids, lengths) -> np.ndarray:
 @pytest.mark.parametrize("name", NAMES)
 def test_equal_lengths_match_mxnet(name):
     pytest.importorskip("mxnet")
-    from fusebridge.integrations.mxnet.mxnet_runtime import input_names, run_mxnet
+    from mxnet_oracle import input_names, run_mxnet
 
     prefix = FIXTURES / name
     inputs = _inputs(name)
@@ -146,7 +146,7 @@ def test_equal_lengths_match_mxnet(name):
 @pytest.mark.mxnet
 def test_unequal_lengths_match_mxnet_sentence_by_sentence():
     pytest.importorskip("mxnet")
-    from fusebridge.integrations.mxnet.mxnet_runtime import run_mxnet_per_sentence
+    from mxnet_oracle import run_mxnet_per_sentence
 
     ids, lengths = _inputs("gru_tagger", seed=7, batch=5)
     per_sentence = run_mxnet_per_sentence(FIXTURES / "gru_tagger", ids, lengths)
@@ -536,7 +536,7 @@ def test_saved_model_runs_in_mxnet_with_our_ops(tmp_path, name, optimized):
     optimized, equals fusebridge's Session, and for the tagger with unequal lengths also
     MXNet's original model run one sentence at a time."""
     mx = pytest.importorskip("mxnet")
-    from fusebridge.integrations.mxnet.mxnet_runtime import input_names, run_mxnet_per_sentence
+    from mxnet_oracle import input_names, run_mxnet_per_sentence
 
     model, symbol_path, params_path = _saved_with_our_ops(tmp_path, name, optimized)
     inputs = _inputs(name, seed=5)
@@ -548,7 +548,7 @@ def test_saved_model_runs_in_mxnet_with_our_ops(tmp_path, name, optimized):
     ours = _run(model, inputs)[0]
     np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-6)
     if name != "gru_tagger":  # the original graph in MXNet, where MXNet itself is right
-        from fusebridge.integrations.mxnet.mxnet_runtime import run_mxnet
+        from mxnet_oracle import run_mxnet
 
         original = run_mxnet(FIXTURES / name, feeds)[0]
         np.testing.assert_allclose(theirs, original, rtol=1e-5, atol=1e-5)
@@ -563,7 +563,7 @@ def _gluon_imports(tmp_path: Path, name: str) -> tuple[ir.Model, object]:
     """The model and its saved fused files loaded as MXNet users load models:
     SymbolBlock.imports (after register())."""
     mx = pytest.importorskip("mxnet")
-    from fusebridge.integrations.mxnet.mxnet_runtime import input_names
+    from mxnet_oracle import input_names
 
     model, symbol_path, params_path = _saved_with_our_ops(tmp_path, name)
     names = input_names(FIXTURES / name)
@@ -577,7 +577,7 @@ def test_saved_model_runs_through_gluon_symbol_block_imports(tmp_path, name):
     grad_req 'null': equal to fusebridge's Session and, where MXNet itself is right (equal
     lengths), to the original model in MXNet."""
     mx = pytest.importorskip("mxnet")
-    from fusebridge.integrations.mxnet.mxnet_runtime import input_names, run_mxnet
+    from mxnet_oracle import input_names, run_mxnet
 
     model, net = _gluon_imports(tmp_path, name)
     inputs = _inputs(name, seed=6)

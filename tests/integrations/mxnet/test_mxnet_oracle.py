@@ -10,11 +10,12 @@ import pytest
 
 mx = pytest.importorskip("mxnet")
 
-from fusebridge.integrations.mxnet.mxnet_runtime import (  # noqa: E402
+from mxnet_oracle import (  # noqa: E402
     input_names,
     run_mxnet,
     run_mxnet_per_sentence,
 )
+
 from fusebridge.models import mxnet_models  # noqa: E402
 
 pytestmark = pytest.mark.mxnet

@@ -1,5 +1,5 @@
-"""The committed ONNX fixtures (tests/fixtures/onnx, written by fusebridge.models.torch_models
-and fusebridge.models.paddle2onnx_fixtures) are valid models whose batch and sequence are free:
+"""The committed ONNX fixtures (tests/fixtures/onnx, written by tests/torch_fixtures.py and
+tests/paddle2onnx_fixtures.py) are valid models whose batch and sequence are free:
 onnxruntime runs each at two sizes."""
 
 from pathlib import Path
@@ -8,9 +8,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-
-from fusebridge.models.paddle2onnx_fixtures import BUILDERS
-from fusebridge.models.torch_models import FIXTURES, random_feeds
+from paddle2onnx_fixtures import BUILDERS
+from torch_fixtures import FIXTURES, random_feeds
 
 FIXTURE_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "onnx"
 NAMES = sorted([*FIXTURES, *BUILDERS])

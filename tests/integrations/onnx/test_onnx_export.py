@@ -120,7 +120,7 @@ def test_both_files_match_the_unfused_model(files, name):
 @pytest.mark.parametrize("name", MODELS)
 def test_both_files_match_paddle_executor(files, name):
     pytest.importorskip("paddle")
-    from fusebridge.integrations.paddle.paddle_runtime import ExecutorRunner
+    from fusebridge.bench.paddle_runtime import ExecutorRunner
 
     runner = ExecutorRunner(assets.path(name))
     portable_path, fused_path = files(name)

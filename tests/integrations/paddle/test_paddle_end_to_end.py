@@ -52,7 +52,7 @@ def _assert_matches_paddle(ours: dict, theirs: dict):
 
 @pytest.mark.parametrize("name", ["tagger", "sentiment"])
 def test_models_match_paddle_executor(saved, name):
-    from fusebridge.integrations.paddle.paddle_runtime import ExecutorRunner
+    from fusebridge.bench.paddle_runtime import ExecutorRunner
 
     path = saved(name, True, False)
     paddle_runner = ExecutorRunner(path)
@@ -77,7 +77,7 @@ def test_models_match_paddle_executor(saved, name):
 def test_every_saved_form_loads_to_the_same_model(saved, name, combined, clip_extra):
     """Paddle itself segfaults on clip_extra=True gru models: their reference is the
     clip_extra=False run of the same weights."""
-    from fusebridge.integrations.paddle.paddle_runtime import run_executor
+    from paddle_oracle import run_executor
 
     ids, lengths = _batch(7, seed=11)
     theirs = run_executor(saved(name, True, False), {"words": (ids, lengths)})
@@ -103,7 +103,7 @@ def test_bundled_demo_runs_without_paddle(tmp_path):
 
 
 def test_bundled_tagger_matches_paddle():
-    from fusebridge.integrations.paddle.paddle_runtime import run_executor
+    from paddle_oracle import run_executor
 
     path = assets.path("tagger")
     ids = np.load(path / "example_words.npy")
@@ -119,7 +119,7 @@ def test_bundled_tagger_matches_paddle():
 @pytest.mark.parametrize("combined", [True, False])
 @pytest.mark.parametrize("clip_extra", [True, False])
 def test_parameters_equal_paddles_own_loading(saved, name, combined, clip_extra):
-    from fusebridge.integrations.paddle.paddle_runtime import ExecutorRunner
+    from fusebridge.bench.paddle_runtime import ExecutorRunner
     from fusebridge.integrations.paddle.params import read_paddle_model
 
     _, ours = read_paddle_model(saved(name, combined, clip_extra))

@@ -2,7 +2,7 @@
 
 fusebridge runs in this process; each Paddle peer (the Executor on the unfused program, Paddle
 Inference with its IR passes, and with oneDNN) runs in its own subprocess
-(`python -m fusebridge.integrations.paddle.paddle_peer`), so that a Paddle crash is a row of
+(`python -m fusebridge.bench.paddle_peer`), so that a Paddle crash is a row of
 the table and not the end of the benchmark. Every peer's outputs are checked against ours."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from fusebridge.errors import UnsupportedOpError
 from fusebridge.progress import Progress
 
 PEERS = ("paddle_executor", "paddle_inference", "paddle_inference_onednn")
-PEER_MODULE = "fusebridge.integrations.paddle.paddle_peer"
+PEER_MODULE = "fusebridge.bench.paddle_peer"
 
 
 def _batch(vocab: int, n: int, seed: int) -> tuple[np.ndarray, list[int]]:

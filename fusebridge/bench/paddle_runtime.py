@@ -70,11 +70,6 @@ class ExecutorRunner:
         return {name: np.array(out) for name, out in zip(self.fetch_names, outs)}
 
 
-def run_executor(model_dir: str | os.PathLike, feeds: Feeds) -> dict[str, np.ndarray]:
-    """Loads the saved model and runs it once on the static Executor (CPU, unfused)."""
-    return ExecutorRunner(model_dir).run(feeds)
-
-
 class InferenceRunner:
     """The model in a Paddle Inference predictor (CPU). ir_optim runs Paddle's fuse passes
     (fc_gru_fuse_pass turns mul + elementwise_add + gru into fusion_gru, fc_fuse_pass the
@@ -108,7 +103,7 @@ class InferenceRunner:
         self.fetch_names: list[str] = list(self.predictor.get_output_names())
 
     def run(self, feeds: Feeds) -> dict[str, np.ndarray]:
-        """Fetch name -> array, as run_executor."""
+        """Fetch name -> array, as ExecutorRunner.run."""
         for name, (array, lengths) in feeds.items():
             handle = self.predictor.get_input_handle(name)
             array = np.ascontiguousarray(array)

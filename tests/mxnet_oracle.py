@@ -1,6 +1,6 @@
 """Runs an exported MXNet model (prefix-symbol.json + prefix-0000.params) on MXNet itself, the
-oracle to compare fusebridge against. Needs mxnet 1.9.1 (numpy < 1.24): imported only inside
-the functions.
+oracle the MXNet tests compare fusebridge against. Needs mxnet 1.9.1 (numpy < 1.24): imported
+only inside the functions.
 
 MXNet's CPU GRU (oneDNN) silently ignores use_sequence_length: a short sentence in a padded
 batch gets the padded steps computed and its reverse direction starts at the last padded step.

@@ -1,7 +1,7 @@
-"""One Paddle runtime timed on one batch, in its own process (compare.py starts it), so that a
-Paddle crash ends only this process.
+"""One Paddle runtime timed on one batch, in its own process (paddle_comparison.py starts it), so
+a Paddle crash ends only this process.
 
-    python -m fusebridge.integrations.paddle.paddle_peer \\
+    python -m fusebridge.bench.paddle_peer \\
         MODEL_DIR PEER FEED FEED.npz OUT.npz REPEAT THREADS
 
 prints {"ms": best, "median_ms": median ms per batch} and writes the outputs to OUT.npz."""
@@ -13,8 +13,8 @@ import sys
 
 import numpy as np
 
-from fusebridge.integrations.paddle.compare import best_and_median_ms
-from fusebridge.integrations.paddle.paddle_runtime import ExecutorRunner, InferenceRunner
+from fusebridge.bench.paddle_comparison import best_and_median_ms
+from fusebridge.bench.paddle_runtime import ExecutorRunner, InferenceRunner
 
 
 def main(argv: list[str]) -> None:

@@ -2,14 +2,13 @@
 
 paddle2onnx 2.1.0 pins onnx<=1.17 and aborts its whole process (SIGABRT) on ops it cannot
 convert, such as the legacy LoD `gru` op. So it is never installed into our environment nor
-imported here: ensure_installed() puts it (with its onnx) into install_dir() by
-`pip install --target`, and run_paddle2onnx() runs its command line with that directory first on
+imported here: run_paddle2onnx() puts it (with its onnx) into install_dir() by
+`pip install --target` on first use, then runs its command line with that directory first on
 PYTHONPATH, so that its onnx shadows ours while paddle still comes from our environment.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import shutil
@@ -19,8 +18,6 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-
-log = logging.getLogger(__name__)
 
 ENV_DIR = "FUSEBRIDGE_PADDLE2ONNX_DIR"
 # polygraphy, paddle2onnx's default optimizer, needs onnx_graphsurgeon; without it, it would
@@ -71,15 +68,6 @@ def _install() -> tuple[Path | None, str]:
         if not (target / _INSTALLED_MARK).is_dir():
             return None, f"{target} exists but holds no paddle2onnx 2.1.0; remove it"
     return target, ""
-
-
-def ensure_installed() -> Path | None:
-    """The install directory, installing paddle2onnx there first if needed (pip, once); None
-    when it cannot be installed (offline, ...), with the reason logged."""
-    target, reason = _install()
-    if target is None:
-        log.warning("paddle2onnx is not available: %s", reason)
-    return target
 
 
 # Lines of Paddle's crash report and of warnings that say nothing about the conversion.

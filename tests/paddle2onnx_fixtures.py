@@ -1,11 +1,13 @@
-"""Small Paddle models converted by paddle2onnx as ONNX test fixtures:
+"""Small Paddle models converted by paddle2onnx as ONNX test fixtures, regenerated from the
+repository root (with fusebridge installed) by
 
-    python -m fusebridge.models.paddle2onnx_fixtures [OUT_DIR]   (default tests/fixtures/onnx)
+    python tests/paddle2onnx_fixtures.py [OUT_DIR]   (default tests/fixtures/onnx)
 
 paddle2onnx cannot convert the legacy LoD `gru` op of the bundled models (it aborts), but it
 does convert the padded paddle.nn.GRU, which paddle.jit.save writes as the `rnn` op. Each model
 is saved with paddle.jit.save (Paddle 3: a PIR .json program) and converted in a child process
-by paddle2onnx_peer. Weights are random but seeded (NumPy). paddle is imported lazily.
+by fusebridge.bench.paddle2onnx_peer. Weights are random but seeded (NumPy); paddle is imported
+lazily.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from torch_fixtures import DEFAULT_OUT_DIR, OPSET, verify_and_describe
 
-from fusebridge.integrations.paddle.paddle2onnx_peer import run_paddle2onnx
-from fusebridge.models.torch_models import DEFAULT_OUT_DIR, OPSET, verify_and_describe
+from fusebridge.bench.paddle2onnx_peer import run_paddle2onnx
 
 SEED = 0
 
