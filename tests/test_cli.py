@@ -12,6 +12,7 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper
+from session_models import training_step_model
 
 import fusebridge
 from fusebridge import cli
@@ -85,7 +86,8 @@ def test_every_command_and_option_has_help():
 
 def test_pipeline_help_lists_the_choices():
     out = run("optimize", "--help")
-    assert out.returncode == 0 and "--pipeline {inference,lowering,none,portable,training}" in out.stdout
+    assert out.returncode == 0
+    assert "--pipeline {inference,lowering,none,portable,training}" in out.stdout
     help_text = " ".join(out.stdout.split())  # argparse wraps the lines
     for name in PIPELINES:
         assert f"{name}: " in help_text, name
@@ -288,43 +290,12 @@ def test_progress_without_tqdm_is_one_line_per_step(monkeypatch, capsys):
 @pytest.mark.parametrize("name", sorted(PIPELINES))
 def test_explain_names_every_pass_in_order(tmp_path, name):
     """--explain reports each pass of the pipeline (not only the rules), in the order run."""
-    out = run("optimize", str(assets.path("tagger")), "-o", str(tmp_path / "x.onnx"), "--explain")
-    if name != "inference":
-        out = run(
-            "optimize",
-            str(assets.path("tagger")),
-            "-o",
-            str(tmp_path / "x.onnx"),
-            "--pipeline",
-            name,
-            "--explain",
-        )
+    tagger, path = str(assets.path("tagger")), str(tmp_path / "x.onnx")
+    out = run("optimize", tagger, "-o", path, "--pipeline", name, "--explain")
     assert out.returncode == 0, out.stderr
     reported = re.findall(r"^  (\w+) +(?:fired \d+|changed|unchanged)$", out.stdout, re.M)
     assert reported == [p.name for p in PIPELINES[name].passes]
     assert f"pipeline {name}:" in out.stdout
-
-
-def _training_graph_model() -> ir.Model:
-    """x @ w -> training Dropout (no seed; mask) -> y, and DropoutGrad(dy, mask) -> dx: what
-    each step of the training pipeline works on (a stream to give, a MatMul + dropout to fuse,
-    a mask to recompute)."""
-    w = np.random.default_rng(3).standard_normal((8, 6)).astype(np.float32)
-    nodes = [
-        helper.make_node("MatMul", ["x", "w"], ["h"]),
-        helper.make_node("Dropout", ["h"], ["y", "mask"], "drop", domain="fusebridge", p=0.4),
-        helper.make_node("DropoutGrad", ["dy", "mask"], ["dx"], "grad", domain="fusebridge", p=0.4),
-    ]
-    value = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)  # noqa: E731
-    graph = helper.make_graph(
-        nodes,
-        "train",
-        [value("x", [5, 8]), value("dy", [5, 6])],
-        [value("y", [5, 6]), value("dx", [5, 6])],
-        [helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.reshape(-1))],
-    )
-    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("fusebridge", 1)]
-    return ir.from_proto(helper.make_model(graph, opset_imports=opsets, ir_version=10))
 
 
 def _structure(model: ir.Model) -> list:
@@ -343,7 +314,7 @@ def test_optimize_training_is_the_cli_training_pipeline(tmp_path):
     """fb.optimize(model, "training") and `fusebridge optimize --pipeline training` run the
     same passes: the same graph, and the same numbers under the same key."""
     source = tmp_path / "train.onnx"
-    fusebridge.save_onnx(_training_graph_model(), source)
+    fusebridge.save_onnx(training_step_model(), source)
     api, report = fusebridge.optimize(fusebridge.load(source), "training")
     assert [report.fired(p) for p in ("explicit_rng", "matmul_dropout")] == [1, 1]
     assert report.fired("recompute_dropout_mask") == 1

@@ -95,8 +95,7 @@ PIPELINES = {
         Pipeline(
             "portable",
             [*INFERENCE_RULES, *lowering_passes()],
-            "the inference fusions, then standard ONNX ops only (plain ONNX Runtime runs the "
-            "file)",
+            "the inference fusions, then standard ONNX ops only (plain ONNX Runtime runs the file)",
         ),
         Pipeline(
             "lowering",
