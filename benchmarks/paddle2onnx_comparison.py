@@ -50,7 +50,7 @@ def _fusebridge_row(name: str, out_dir: Path) -> list[str]:
 
     model = fb.load(assets.path(name))
     path = out_dir / f"{name}.portable.onnx"
-    fb.save_onnx(model, path, portable=True)
+    fb.save_onnx(fb.optimize(model, "portable")[0], path)
     ids, lengths = _batch(16, seed=1)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])

@@ -16,7 +16,8 @@ import onnx_ir as ir
 
 from benchmarks.common import markdown_table, missing_peer, timed_in_turns
 from fusebridge import Session, kernels, load, random
-from fusebridge.fuse_passes import explicit_rng, optimize, recompute_dropout_mask
+from fusebridge.fuse_passes import Pipeline, explicit_rng, optimize
+from fusebridge.fuse_passes.pipelines import TRAINING_FUSIONS
 from fusebridge.integrations.paddle.legacy import import_paddle
 
 SIZES = [(16, 128, 64), (64, 64, 64)]  # batch, steps, hidden
@@ -26,9 +27,8 @@ def _variants(directory: str) -> list[tuple[str, object]]:
     """(name, model) of each fusebridge variant of the saved program."""
     model = load(directory)
     explicit_rng(model)
-    fused, _ = optimize(model, "training")
-    recomputed = ir.from_proto(ir.to_proto(fused))  # the pass rewrites in place
-    recompute_dropout_mask(recomputed)
+    fused, _ = optimize(model, Pipeline("fusions", TRAINING_FUSIONS))
+    recomputed, _ = optimize(model, "training")  # explicit_rng (done), fusions, recompute
     return [
         ("fusebridge unfused (masks kept)", model),
         ("fusebridge training fusions (masks kept)", fused),

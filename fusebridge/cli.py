@@ -98,38 +98,25 @@ def _op_counts(nodes: Iterable[ir.Node]) -> str:
     return ", ".join(f"{k} x{v}" for k, v in sorted(counts.items()))
 
 
-def _training(model: ir.Model) -> tuple[ir.Model, str]:
-    """A training graph: explicit RNG streams, the dropout fusions, then masks recomputed in
-    the backward (what each step did, as text)."""
-    from fusebridge.fuse_passes import PIPELINES, explicit_rng, recompute_dropout_mask
-
-    model = ir.from_proto(ir.to_proto(model))  # every step rewrites in place
-    streams = explicit_rng(model)
-    report = PIPELINES["training"].apply(model)
-    masks = recompute_dropout_mask(model)
-    return model, "\n".join([streams.text(), report.text(), masks.text()])
-
-
 def optimize_command(
-    model_path: str, out: str, pipeline: str, explain: bool, portable: bool
+    model_path: str, out: str, pipeline: str | None, explain: bool, portable: bool
 ) -> int:
+    if portable:  # the older spelling of --pipeline portable
+        if pipeline not in (None, "portable"):
+            raise ArgumentError(
+                f"optimize: --portable is --pipeline portable, but --pipeline {pipeline} was given"
+            )
+        pipeline = "portable"
+    pipeline = pipeline or "inference"
     model = fusebridge.load(model_path)
-    if portable:
-        from fusebridge.integrations.onnx.portable import portable as to_portable
-
-        if pipeline != "inference":
-            raise ArgumentError("optimize: --portable runs the inference pipeline")
-        optimized, report = to_portable(model)
-    elif pipeline == "training":
-        optimized, report = _training(model)
-    else:
-        optimized, report = fusebridge.optimize(model, pipeline)
+    optimized, report = fusebridge.optimize(model, pipeline)
     print(f"before: {_op_counts(model.graph)}")
     print(f"after:  {_op_counts(optimized.graph)}")
     if explain:
-        print(report if isinstance(report, str) else report.text())
+        print(report.text())
     fusebridge.save_onnx(optimized, out)
-    print(f"wrote {out}" + (" (standard ONNX ops only)" if portable else ""))
+    standard = pipeline in ("portable", "lowering")
+    print(f"wrote {out}" + (" (standard ONNX ops only)" if standard else ""))
     return 0
 
 
@@ -294,18 +281,16 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("-o", "--output", required=True, help="the .onnx file to write")
     o.add_argument(
         "--pipeline",
-        default="inference",
         choices=sorted(PIPELINES),
-        help="inference: GRU fusions, inference dropout folded (default); training: explicit "
-        "RNG streams, matmul/softmax + dropout fusions, masks recomputed in the backward; "
-        "none: convert only",
+        help="; ".join(f"{name}: {p.doc}" for name, p in PIPELINES.items()),
     )
-    o.add_argument("--explain", action="store_true", help="what each rule fired, and why not")
     o.add_argument(
-        "--portable",
+        "--explain",
         action="store_true",
-        help="standard ONNX ops only (plain ONNX Runtime runs the file)",
+        help="every pass in order: how often it fired (or whether it changed the model), what "
+        "it did where, and why it refused where it came close",
     )
+    o.add_argument("--portable", action="store_true", help="the same as --pipeline portable")
     r = command("run", "run a model on inputs from .npy files")
     r.add_argument("model", help="a model fusebridge loads: Paddle directory, .onnx, MXNet json")
     r.add_argument(

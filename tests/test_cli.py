@@ -12,6 +12,7 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper
+from session_models import training_step_model
 
 import fusebridge
 from fusebridge import cli
@@ -85,7 +86,8 @@ def test_every_command_and_option_has_help():
 
 def test_pipeline_help_lists_the_choices():
     out = run("optimize", "--help")
-    assert out.returncode == 0 and "--pipeline {inference,none,training}" in out.stdout
+    assert out.returncode == 0
+    assert "--pipeline {inference,lowering,none,portable,training}" in out.stdout
     help_text = " ".join(out.stdout.split())  # argparse wraps the lines
     for name in PIPELINES:
         assert f"{name}: " in help_text, name
@@ -154,8 +156,12 @@ def test_optimize_portable_runs_in_plain_onnxruntime(tmp_path):
     path = tmp_path / "tagger.onnx"
     out = run("optimize", str(tagger), "-o", str(path), "--portable", "--explain")
     assert out.returncode == 0, out.stderr
-    assert "portable: 2 LoD GRU(s) padded, 1 reorder pair(s) cancelled" in out.stdout
+    assert re.search(r"to_padded_recurrences +fired 2\n +cancel_reorders +fired 1", out.stdout)
     assert "(standard ONNX ops only)" in out.stdout
+    # --portable is --pipeline portable: the same passes, the same file.
+    again = tmp_path / "again.onnx"
+    assert run("optimize", str(tagger), "-o", str(again), "--pipeline", "portable").returncode == 0
+    assert again.read_bytes() == path.read_bytes()
     ids = np.load(tagger / "example_words.npy")
     lengths = [int(n) for n in (tagger / "example_lengths.txt").read_text().split()]
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
@@ -165,7 +171,8 @@ def test_optimize_portable_runs_in_plain_onnxruntime(tmp_path):
     )
     np.testing.assert_array_equal(tags, want["crf_decoding_0.tmp_0"].data)
     refused = run("optimize", str(tagger), "-o", str(path), "--portable", "--pipeline", "none")
-    assert refused.returncode == 2 and "--portable runs the inference pipeline" in refused.stderr
+    assert refused.returncode == 2
+    assert "--portable is --pipeline portable, but --pipeline none was given" in refused.stderr
 
 
 def test_optimize_explain_then_run_with_lod(tmp_path):
@@ -278,3 +285,59 @@ def test_progress_without_tqdm_is_one_line_per_step(monkeypatch, capsys):
         "bench [1/2] 1 sentences: fusebridge",
         "bench [2/2] 1 sentences: paddle_executor",
     ]
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+def test_explain_names_every_pass_in_order(tmp_path, name):
+    """--explain reports each pass of the pipeline (not only the rules), in the order run."""
+    tagger, path = str(assets.path("tagger")), str(tmp_path / "x.onnx")
+    out = run("optimize", tagger, "-o", path, "--pipeline", name, "--explain")
+    assert out.returncode == 0, out.stderr
+    reported = re.findall(r"^  (\w+) +(?:fired \d+|changed|unchanged)$", out.stdout, re.M)
+    assert reported == [p.name for p in PIPELINES[name].passes]
+    assert f"pipeline {name}:" in out.stdout
+
+
+def _structure(model: ir.Model) -> list:
+    graph = model.graph
+    return [
+        [v.name for v in graph.inputs],
+        [v.name for v in graph.outputs],
+        [
+            (n.op_type, n.domain, [v.name if v else None for v in n.inputs], len(n.outputs))
+            for n in graph
+        ],
+    ]
+
+
+def test_optimize_training_is_the_cli_training_pipeline(tmp_path):
+    """fb.optimize(model, "training") and `fusebridge optimize --pipeline training` run the
+    same passes: the same graph, and the same numbers under the same key."""
+    source = tmp_path / "train.onnx"
+    fusebridge.save_onnx(training_step_model(), source)
+    api, report = fusebridge.optimize(fusebridge.load(source), "training")
+    assert [report.fired(p) for p in ("explicit_rng", "matmul_dropout")] == [1, 1]
+    assert report.fired("recompute_dropout_mask") == 1
+    out = tmp_path / "cli.onnx"
+    done = run("optimize", str(source), "-o", str(out), "--pipeline", "training")
+    assert done.returncode == 0, done.stderr
+    cli_model = fusebridge.load(out)
+    assert _structure(cli_model) == _structure(api)
+    # The Add is explicit_rng's rng_offset_out = rng_offset + 1.
+    assert [n.op_type for n in api.graph] == ["MatMulDropout", "DropoutGrad", "Add"]
+    assert api.graph.node(1).inputs[1] is None  # no mask: the backward redraws the bits
+    rng = np.random.default_rng(5)
+    feeds = {
+        "x": rng.standard_normal((5, 8)).astype(np.float32),
+        "dy": rng.standard_normal((5, 6)).astype(np.float32),
+    }
+    key = fusebridge.random.key(11)
+    want = fusebridge.Session(api).run(feeds, rng=key)
+    got = fusebridge.Session(cli_model).run(feeds, rng=key)
+    assert set(got) == set(want) == {"y", "dx", "rng_offset_out"}
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    # The backward redrew the forward's bits: dx is dy * 1/(1-p) exactly where y was kept.
+    kept = want["y"] != 0
+    assert 0 < kept.sum() < kept.size
+    np.testing.assert_allclose(want["dx"], np.where(kept, feeds["dy"] / np.float32(0.6), 0), 1e-6)

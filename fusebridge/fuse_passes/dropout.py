@@ -50,6 +50,11 @@ def _dropout_inputs(node) -> tuple[object, object]:
 class _TrainingDropoutFusion(FusionRule):
     """The producer and a training dropout after it in one op (one pass over memory)."""
 
+    runs_after: ClassVar[dict[str, str]] = {
+        "explicit_rng": "it numbers the streams in the order of the unfused dropouts; a fused "
+        "one sits where its producer was, and would draw another dropout's bits"
+    }
+
     def check_dropout(self, context, y, produced, what: str, more: str | None = None):
         """Accepts or refuses a match: the dropout must be a training one without shared axes,
         `produced` (the producer's output) must feed it alone, and `more` names any other
@@ -83,7 +88,8 @@ class MatMulDropout(_TrainingDropoutFusion):
 
     name = "matmul_dropout"
     runs_after: ClassVar[dict[str, str]] = {
-        "matmul_add_dropout": "it would take the MatMul and leave the bias Add outside"
+        **_TrainingDropoutFusion.runs_after,
+        "matmul_add_dropout": "it would take the MatMul and leave the bias Add outside",
     }
 
     def pattern(self, op, a, b):

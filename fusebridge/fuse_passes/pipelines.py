@@ -1,14 +1,14 @@
-"""Named pipelines: explicit ordered lists of fusion rules. The order constraints each rule
-declares (runs_after) are checked when a pipeline is built, so that a rule can never run before
-one whose result it needs (Paddle suffers from a small fusion eating the ops a larger one
-needs, because its pass order is implicit)."""
+"""Named pipelines: explicit ordered lists of passes (fusion rules and the other passes). The
+order constraints each pass declares (runs_after) are checked when a pipeline is built, so that
+a pass can never run before one whose result it needs (Paddle suffers from a small fusion eating
+the ops a larger one needs, because its pass order is implicit); the graph is checked after
+each pass, so that a broken rewrite is named where it happened."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import onnx_ir as ir
-from onnxscript.rewriter import RewriteRuleSet
 
 from fusebridge.errors import ArgumentError
 from fusebridge.fuse_passes.dropout import (
@@ -28,82 +28,89 @@ from fusebridge.fuse_passes.gru import (
     MulGRU,
     ZeroInitialState,
 )
-from fusebridge.fuse_passes.report import OptimizeReport, RuleReport
+from fusebridge.fuse_passes.passes import FusePass, RulePass
+from fusebridge.fuse_passes.portable import lowering_passes
+from fusebridge.fuse_passes.recompute import RecomputeDropoutMask
+from fusebridge.fuse_passes.report import OptimizeReport
+from fusebridge.fuse_passes.rng import ExplicitRng
 from fusebridge.fuse_passes.rule import FusionRule
 
 
 class Pipeline:
-    def __init__(self, name: str, rules: Sequence[type[FusionRule]]) -> None:
-        names = [r.name for r in rules]
-        for i, rule in enumerate(rules):
-            for earlier, why in rule.runs_after.items():
+    """`steps`: passes, or fusion rule classes (each run as a RulePass)."""
+
+    def __init__(
+        self, name: str, steps: Sequence[FusePass | type[FusionRule]], doc: str = ""
+    ) -> None:
+        passes = tuple(s if isinstance(s, FusePass) else RulePass(s) for s in steps)
+        names = [p.name for p in passes]
+        for i, step in enumerate(passes):
+            for earlier, why in step.runs_after.items():
                 if earlier in names and names.index(earlier) > i:
                     raise ArgumentError(
-                        f"pipeline {name!r}: {rule.name} must run after {earlier} ({why}), "
+                        f"pipeline {name!r}: {step.name} must run after {earlier} ({why}), "
                         f"but the order is {names}"
                     )
         if len(set(names)) != len(names):
-            raise ArgumentError(f"pipeline {name!r}: a rule appears twice in {names}")
+            raise ArgumentError(f"pipeline {name!r}: a pass appears twice in {names}")
         self.name = name
-        self.rules = tuple(rules)
+        self.passes = passes
+        self.doc = doc
 
     def __repr__(self) -> str:
-        return f"Pipeline({self.name!r}, {[r.name for r in self.rules]})"
+        return f"Pipeline({self.name!r}, {[p.name for p in self.passes]})"
 
     def apply(self, model: ir.Model) -> OptimizeReport:
-        """Rewrites `model` in place, rule by rule, in order."""
+        """Rewrites `model` in place, pass by pass, in order, checking the graph after each."""
         check_graph(model, f"pipeline {self.name!r}")
         reports = []
-        for rule_class in self.rules:
-            rule = rule_class()
-            RewriteRuleSet([rule.as_rewrite_rule()], commute=rule.commute).apply_to_model(model)
-            # An identity left by one rule must not hide a pattern from the next.
-            _remove_identities(model.graph)
-            reports.append(RuleReport(rule.name, rule.fired, tuple(rule.refusals)))
-        # A rewrite with several outputs may put its nodes before a producer of theirs (the
-        # rewriter inserts them at the first matched node); ONNX files must be sorted.
-        model.graph.sort()
+        for step in self.passes:
+            reports.append(step(model).report)
+            check_graph(model, f"pipeline {self.name!r}, after {step.name}")
         return OptimizeReport(self.name, tuple(reports))
 
 
-def _remove_identities(graph: ir.Graph) -> None:
-    """Identity nodes left by rewrites, except those that name a graph output."""
-    for node in list(graph):
-        if (
-            node.op_type == "Identity"
-            and node.domain == ""
-            and not node.outputs[0].is_graph_output()
-        ):
-            ir.convenience.replace_all_uses_with(node.outputs[0], node.inputs[0])
-            graph.remove(node, safe=True)
-
+INFERENCE_RULES = (
+    InferenceDropout,
+    FcGRU,
+    MulGRU,
+    ZeroInitialState,
+    MatMulAddFusionGRU,
+    MatMulFusionGRU,
+    CanonicalUpdateGate,
+    BiGRU,
+)
+TRAINING_FUSIONS = (MatMulAddDropout, MatMulDropout, SoftmaxDropoutTraining, SoftmaxDropout)
 
 PIPELINES = {
-    "inference": Pipeline(
-        "inference",
-        [
-            InferenceDropout,
-            FcGRU,
-            MulGRU,
-            ZeroInitialState,
-            MatMulAddFusionGRU,
-            MatMulFusionGRU,
-            CanonicalUpdateGate,
-            BiGRU,
-        ],
-    ),
-    # Training graphs, after explicit_rng (fuse_passes/rng.py) gave every dropout its stream.
-    "training": Pipeline(
-        "training", [MatMulAddDropout, MatMulDropout, SoftmaxDropoutTraining, SoftmaxDropout]
-    ),
-    "none": Pipeline("none", []),
+    p.name: p
+    for p in [
+        Pipeline("inference", INFERENCE_RULES, "GRU fusions, inference dropout folded (default)"),
+        Pipeline(
+            "training",
+            [ExplicitRng(), *TRAINING_FUSIONS, RecomputeDropoutMask()],
+            "explicit RNG streams, matmul/softmax + dropout fusions, masks recomputed in the "
+            "backward",
+        ),
+        Pipeline(
+            "portable",
+            [*INFERENCE_RULES, *lowering_passes()],
+            "the inference fusions, then standard ONNX ops only (plain ONNX Runtime runs the file)",
+        ),
+        Pipeline(
+            "lowering",
+            lowering_passes(),
+            "standard ONNX ops only, no fusions (what save_onnx(portable=True) does)",
+        ),
+        Pipeline("none", [], "convert only"),
+    ]
 }
 
 
 def optimize(
     model: ir.Model, pipeline: str | Pipeline = "inference"
 ) -> tuple[ir.Model, OptimizeReport]:
-    """A rewritten copy of `model` (the input is left as it was) and what each rule did."""
+    """A rewritten copy of `model` (the input is left as it was) and what each pass did."""
     if isinstance(pipeline, str):
         if pipeline not in PIPELINES:
             raise ArgumentError(

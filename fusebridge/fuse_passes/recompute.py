@@ -17,11 +17,14 @@ the training fusions (the fused ops' masks are recomputed the same way).
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import onnx_ir as ir
 
 from fusebridge import conventions, ops
 from fusebridge.fuse_passes.graph_checks import check_graph
+from fusebridge.fuse_passes.passes import FusePass
+from fusebridge.fuse_passes.report import PassReport
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,3 +120,20 @@ def recompute_dropout_mask(model: ir.Model) -> RecomputeReport:
         node.resize_outputs(len(node.outputs) - 1)
         recomputed.append(node.name or node.op_type)
     return RecomputeReport(tuple(recomputed), tuple(refused))
+
+
+class RecomputeDropoutMask(FusePass):
+    """recompute_dropout_mask as a pass of a pipeline."""
+
+    name = "recompute_dropout_mask"
+    runs_after: ClassVar[dict[str, str]] = {
+        "explicit_rng": "a dropout without a seed input has no bits to recompute",
+        "softmax_dropout_training": "it fuses a softmax backward whose DropoutGrad reads the mask",
+    }
+
+    def run(self, model: ir.Model) -> PassReport:
+        report = recompute_dropout_mask(model)
+        notes = tuple(f"{name!r}: recomputed in its backward" for name in report.recomputed)
+        return PassReport(
+            self.name, bool(report.recomputed), len(report.recomputed), report.refused, notes
+        )

@@ -28,6 +28,8 @@ import onnx_ir as ir
 from fusebridge import conventions, ops
 from fusebridge.errors import ArgumentError
 from fusebridge.fuse_passes.graph_checks import check_graph
+from fusebridge.fuse_passes.passes import FusePass
+from fusebridge.fuse_passes.report import PassReport
 from fusebridge.random import OFFSET_INPUT, OFFSET_OUTPUT, SEED_INPUT
 
 _STATE = (SEED_INPUT, OFFSET_INPUT, OFFSET_OUTPUT)
@@ -50,11 +52,17 @@ class RngReport:
     def count(self) -> int:
         return len(self.streams)
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """One line per dropout: its stream, or that it keeps its own seed."""
+        return (
+            *(f"{s.op} {s.node!r} in {s.graph}: offset {s.offset}" for s in self.streams),
+            *(f"{name!r}: has its own seed, left alone" for name in self.seeded),
+        )
+
     def text(self) -> str:
         lines = [f"explicit_rng: {self.count} dropout(s) given a stream"]
-        lines += [f"  {s.op} {s.node!r} in {s.graph}: offset {s.offset}" for s in self.streams]
-        lines += [f"  {name!r}: has its own seed, left alone" for name in self.seeded]
-        return "\n".join(lines)
+        return "\n".join([*lines, *(f"  {note}" for note in self.notes)])
 
     def __str__(self) -> str:
         return self.text()
@@ -281,3 +289,13 @@ def explicit_rng(model: ir.Model) -> RngReport:
     end.name = OFFSET_OUTPUT
     graph.outputs.append(end)
     return RngReport(tuple(threader.streams), seeded)
+
+
+class ExplicitRng(FusePass):
+    """explicit_rng as a pass of a pipeline."""
+
+    name = "explicit_rng"
+
+    def run(self, model: ir.Model) -> PassReport:
+        report = explicit_rng(model)
+        return PassReport(self.name, report.count > 0, report.count, notes=report.notes)

@@ -11,7 +11,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import fusebridge as fb
-from fusebridge.fuse_passes import recompute_dropout_mask
+from fusebridge.fuse_passes import Pipeline, recompute_dropout_mask
+from fusebridge.fuse_passes.pipelines import TRAINING_FUSIONS
 from fusebridge.kernels import reference
 
 DOMAIN = fb.conventions.DOMAIN
@@ -88,10 +89,9 @@ def test_dropout_grad_from_mask_and_recomputed(backend, p, mode, axes):
 )
 def test_fused_dropouts_recompute_too(producer, fused):
     model = _model(producer)
-    optimized, _ = fb.optimize(model, "training")
+    optimized, report = fb.optimize(model, "training")  # fusions, then recompute_dropout_mask
     assert [n.op_type for n in optimized.graph] == [fused, "DropoutGrad"]
-    report = recompute_dropout_mask(optimized)
-    assert report.recomputed == ("drop",)
+    assert report.get("recompute_dropout_mask").notes == ("'drop': recomputed in its backward",)
     node, grad = list(optimized.graph)
     assert len(node.outputs) == 1
     assert grad.inputs[1] is None and grad.inputs[2:] == node.inputs[-2:]
@@ -165,7 +165,8 @@ def _softmax_dropout_dx(axis: int) -> np.ndarray:
 @pytest.mark.parametrize("axis", [-1, 1])
 def test_softmax_with_its_backward_fuses_and_recomputes(axis):
     model = _softmax_training_model(sum_axis=axis, axis=axis)
-    fused, report = fb.optimize(model, "training")
+    # The fusions alone first: the masks kept, to compare with the training pipeline's.
+    fused, report = fb.optimize(model, Pipeline("fusions", TRAINING_FUSIONS))
     assert report.fired("softmax_dropout_training") == 1
     assert sorted(n.op_type for n in fused.graph) == ["SoftmaxDropout", "SoftmaxDropoutGrad"]
     feeds = {"x": X, "dy": DY}
@@ -176,11 +177,12 @@ def test_softmax_with_its_backward_fuses_and_recomputes(axis):
         np.testing.assert_allclose(got["dx"], want["dx"], rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(got["dx"], _softmax_dropout_dx(axis), rtol=1e-5, atol=1e-7)
     stored = fb.Session(fused).run(feeds)
-    assert recompute_dropout_mask(fused).recomputed == ("drop",)
-    forward, backward = sorted(fused.graph, key=lambda n: n.op_type)
+    training, report = fb.optimize(model, "training")
+    assert report.fired("softmax_dropout_training") == report.fired("recompute_dropout_mask") == 1
+    forward, backward = sorted(training.graph, key=lambda n: n.op_type)
     assert len(forward.outputs) == 1 and backward.inputs[2] is None
     assert backward.inputs[3:] == forward.inputs[1:]
-    recomputed = fb.Session(fused).run(feeds)
+    recomputed = fb.Session(training).run(feeds)
     for name in stored:
         np.testing.assert_array_equal(recomputed[name], stored[name])
 

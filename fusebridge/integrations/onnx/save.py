@@ -77,11 +77,14 @@ def _require_ranks(graph: onnx.GraphProto) -> None:
 
 
 def save_onnx(model: ir.Model, path: str | os.PathLike, *, portable: bool = False) -> None:
-    """Writes `model` as one .onnx file, weights inline; the model itself is left as it is.
-    portable=True writes standard ONNX ops only (see portable.py); what ONNX cannot express
-    raises UnsupportedOpError naming the node and why."""
+    """Writes `model` as one .onnx file, weights inline; the model itself is left as it is, and
+    nothing is fused here. portable=True writes the model in standard ONNX ops only: it runs
+    the `lowering` pipeline (fuse_passes.PIPELINES: our ops replaced by standard ones, no
+    fusions) on a copy; what ONNX cannot express raises UnsupportedOpError naming the node and
+    why. For a fused portable file, save `fusebridge.optimize(model, "portable")[0]` (what
+    `fusebridge optimize --pipeline portable` writes)."""
     if portable:
-        from fusebridge.integrations.onnx.portable import portable as to_portable
+        from fusebridge.fuse_passes import optimize
 
-        model = to_portable(model)[0]
+        model = optimize(model, "lowering")[0]
     onnx.save(model_proto(model), os.fspath(path))

@@ -568,12 +568,10 @@ def test_sequence_ops_check_their_lengths(tmp_path, kind, attrs, bad, fragments)
 
 
 def test_good_lengths_run_and_lower_to_a_cast_in_the_portable_form():
-    from fusebridge.integrations.onnx.portable import portable
-
     model = fb.load(FIXTURES / "gru_tagger-symbol.json")
     feeds = {"data0": np.zeros((2, 5), np.float32), "data1": np.array([5, 2], np.float32)}
     (ours,) = fb.Session(model).run(feeds).values()
-    standard = portable(model)[0]
+    standard = fb.optimize(model, "portable")[0]
     assert not any(conventions.is_fusebridge(n) for n in standard.graph)
     (plain,) = fb.Session(standard).run(feeds).values()
     np.testing.assert_allclose(plain, ours, rtol=1e-5, atol=1e-5)

@@ -1,6 +1,7 @@
-"""ONNX export of the Paddle example models: the portable file (standard ops only) in plain
-ONNX Runtime and in onnx.reference, and the fusebridge-domain file through fb.Session, all equal
-to Paddle's Executor (the oracle; skipped without paddle) and to the unfused model."""
+"""ONNX export of the Paddle example models: the portable file (standard ops only: the
+`portable` pipeline) in plain ONNX Runtime and in onnx.reference, and the fusebridge-domain file
+through fb.Session, all equal to Paddle's Executor (the oracle; skipped without paddle) and to
+the unfused model; save_onnx(portable=True) lowers without fusing."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from onnx.reference import ReferenceEvaluator
 from onnx.reference.ops.op_gru import GRU as ReferenceGRU
 
 import fusebridge as fb
-from fusebridge.integrations.onnx.portable import portable
 from fusebridge.models import assets
 
 MODELS = ["tagger", "sentiment"]
@@ -25,7 +25,7 @@ MODELS = ["tagger", "sentiment"]
 def _files(name: str, root: str) -> tuple[str, str]:
     model = fb.load(assets.path(name))
     portable_path, fused_path = f"{root}/{name}-portable.onnx", f"{root}/{name}-fused.onnx"
-    fb.save_onnx(model, portable_path, portable=True)
+    fb.save_onnx(fb.optimize(model, "portable")[0], portable_path)
     fb.save_onnx(fb.optimize(model)[0], fused_path)
     return portable_path, fused_path
 
@@ -93,14 +93,31 @@ def test_files_are_valid_onnx_for_our_onnxruntime(files, name):
 
 def test_stacked_gru_reorders_cancel():
     """Between the tagger's two bidirectional layers the padded output goes straight on."""
-    model, report = portable(fb.load(assets.path("tagger")))
-    assert (report.padded, report.cancelled) == (2, 1)
+    model, report = fb.optimize(fb.load(assets.path("tagger")), "portable")
+    assert (report.fired("to_padded_recurrences"), report.fired("cancel_reorders")) == (2, 1)
     first, second = [n for n in model.graph if n.op_type == "GRU"]
     reshaped = second.inputs[0].producer()
     assert reshaped.op_type == "Reshape"
     assert reshaped.inputs[0].producer().inputs[0].producer() is first
     bidirectional = [n.attributes.get_string("direction") for n in (first, second)]
     assert bidirectional == ["bidirectional", "bidirectional"]
+
+
+def test_save_onnx_portable_lowers_without_fusing(tmp_path):
+    """save_onnx(portable=True) runs the `lowering` pipeline, never the fusions: the unfused
+    tagger's four GRU ops stay four ONNX GRUs (the `portable` pipeline makes two bidirectional
+    ones), the model passed in is left as it was, and the file computes what the model does."""
+    model = fb.load(assets.path("tagger"))
+    before = [n.op_type for n in model.graph]
+    path = tmp_path / "unfused-portable.onnx"
+    fb.save_onnx(model, path, portable=True)
+    assert [n.op_type for n in model.graph] == before and before.count("GRU") == 4
+    proto = onnx.load(path)
+    assert {n.domain for n in proto.graph.node} == {""}
+    assert [n.op_type for n in proto.graph.node].count("GRU") == 4
+    ids, lengths = _batch(7, seed=3, empty=True)
+    want = _flat(fb.Session(model).run({"words": fb.LoDTensor(ids, lengths=lengths)}))
+    _assert_equal(_plain_ort(str(path), _onnx_feeds(ids, lengths)), want)
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -1,0 +1,185 @@
+"""The passes that write a model in standard ONNX ops only, for plain ONNX Runtime (the
+`lowering` and `portable` pipelines).
+
+`to_padded_recurrences` puts each LoD GRU between a LoDToPadded and a PaddedToLoD (ONNX GRU
+takes right-padded [T, N, C] + sequence_lens); `cancel_reorders` removes a PaddedToLoD ->
+LoDToPadded pair over the same offsets, so stacked GRUs pass padded data straight on;
+`lower_to_standard` writes what is left of ours in standard ops (integrations/onnx/lowering.py,
+each op's lowering); then one copy of the offsets arithmetic the lowered ops each built, no
+unused weights, no `fusebridge` opset, types for the new values, and onnx.checker."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import onnx
+import onnx_ir as ir
+from onnx_ir.passes.common import (
+    CommonSubexpressionEliminationPass,
+    RemoveUnusedNodesPass,
+    ShapeInferencePass,
+)
+
+from fusebridge import conventions, ops
+from fusebridge.errors import ModelFormatError
+from fusebridge.fuse_passes.passes import FusePass, IrPass
+from fusebridge.fuse_passes.report import PassReport
+from fusebridge.integrations.onnx import standard_ops
+from fusebridge.integrations.onnx.lowering import lower_to_standard, replace_node
+from fusebridge.integrations.onnx.standard_ops import OpBuilder
+
+
+def to_padded_recurrences(graph: ir.Graph) -> int:
+    """GRU/FusionGRU(X, offsets, layout lod) -> PaddedToLoD(GRU(LoDToPadded(X), seq_lens,
+    layout tnc)). Y_last is the same either way ([D, N, OC])."""
+    taken = {v.name for v in graph.initializers.values()}
+    count = 0
+    for node in list(graph):
+        if node.op_type not in ("GRU", "FusionGRU") or not conventions.is_fusebridge(node):
+            continue
+        attrs = ops.schema(node.op_type).attribute_values(node)
+        if attrs["layout"] != "lod":
+            continue
+        x, offsets, *rest = node.inputs
+        op = OpBuilder(node.name or node.outputs[0].name, taken)
+        padded = op.LoDToPadded(x, offsets, _domain=conventions.DOMAIN)
+        lens = standard_ops.seq_lens(op, offsets)
+        outputs = op.op_multi_out(
+            node.op_type,
+            [padded, lens, *rest],
+            {**attrs, "layout": "tnc"},
+            domain=conventions.DOMAIN,
+            num_outputs=len(node.outputs),
+            name=node.name,  # errors later on name the node the user had
+        )
+        y = op.PaddedToLoD(outputs[0], offsets, _domain=conventions.DOMAIN)
+        replace_node(graph, node, op, [y, *outputs[1:]])
+        count += 1
+    return count
+
+
+def cancel_reorders(graph: ir.Graph) -> int:
+    """LoDToPadded(PaddedToLoD(P, offsets), offsets) -> P, when both use the same offsets value
+    and layout. P's padding may differ from zeros: padded consumers (GRU with sequence_lens)
+    never read it. A PaddedToLoD with other consumers stays for them."""
+    count = 0
+    for node in list(graph):
+        if node.op_type != "LoDToPadded" or not conventions.is_fusebridge(node):
+            continue
+        source = node.inputs[0].producer()
+        if (
+            source is None
+            or source.op_type != "PaddedToLoD"
+            or not conventions.is_fusebridge(source)
+            or source.inputs[1] is not node.inputs[1]
+            or _layout(source) != _layout(node)
+        ):
+            continue
+        ir.convenience.replace_all_uses_with(
+            node.outputs[0], source.inputs[0], replace_graph_outputs=False
+        )
+        if node.outputs[0].is_graph_output():
+            continue  # a graph output keeps its own node
+        graph.remove(node, safe=True)
+        if not source.outputs[0].uses() and not source.outputs[0].is_graph_output():
+            graph.remove(source, safe=True)
+        count += 1
+    return count
+
+
+def _layout(node: ir.Node) -> str:
+    return ops.schema(node.op_type).attribute_values(node)["layout"]
+
+
+class ToPaddedRecurrences(FusePass):
+    name = "to_padded_recurrences"
+    runs_after: ClassVar[dict[str, str]] = {
+        "shape_inference": "the nodes that replace ours take the types inferred from our schemas"
+    }
+
+    def run(self, model: ir.Model) -> PassReport:
+        count = to_padded_recurrences(model.graph)
+        return PassReport(self.name, count > 0, count)
+
+
+class CancelReorders(FusePass):
+    name = "cancel_reorders"
+    runs_after: ClassVar[dict[str, str]] = {
+        "to_padded_recurrences": "it puts the reorder pairs between stacked GRUs"
+    }
+
+    def run(self, model: ir.Model) -> PassReport:
+        count = cancel_reorders(model.graph)
+        return PassReport(self.name, count > 0, count)
+
+
+class LowerToStandard(FusePass):
+    """Every fusebridge node as standard ONNX nodes; UnsupportedOpError (naming the node and
+    why) for what ONNX cannot express."""
+
+    name = "lower_to_standard"
+    runs_after: ClassVar[dict[str, str]] = {
+        "to_padded_recurrences": "a LoD GRU has no ONNX GRU form until it is padded",
+        "cancel_reorders": "it cancels our reorder ops, which lowering replaces",
+    }
+
+    def run(self, model: ir.Model) -> PassReport:
+        counts = lower_to_standard(model.graph)
+        notes = tuple(f"{op} x{n}" for op, n in sorted(counts.items()))
+        return PassReport(self.name, bool(counts), sum(counts.values()), notes=notes)
+
+
+class DropFusebridgeOpset(FusePass):
+    name = "drop_fusebridge_opset"
+    runs_after: ClassVar[dict[str, str]] = {
+        "lower_to_standard": "the opset stays while a node of ours does"
+    }
+
+    def run(self, model: ir.Model) -> PassReport:
+        return PassReport(self.name, model.opset_imports.pop(conventions.DOMAIN, None) is not None)
+
+
+class OnnxChecker(FusePass):
+    """onnx.checker on the model; ModelFormatError with its message when it fails. A model
+    whose graph inputs or outputs have no rank (MXNet symbols declare none) runs, but
+    onnx.checker refuses it outright: it is left unchecked, the report says so, and save_onnx
+    asks for the ranks before it writes a file."""
+
+    name = "onnx_checker"
+    runs_after: ClassVar[dict[str, str]] = {
+        "drop_fusebridge_opset": "it checks the standard model, our opset gone"
+    }
+
+    def run(self, model: ir.Model) -> PassReport:
+        graph = model.graph
+        io = (*graph.inputs, *graph.outputs)
+        rankless = [v.name for v in io if v.type is None or v.shape is None]
+        if rankless:
+            note = f"not checked: graph inputs/outputs {rankless} have no rank"
+            return PassReport(self.name, False, notes=(note,))
+        try:
+            onnx.checker.check_model(ir.to_proto(model))
+        except onnx.checker.ValidationError as exc:
+            raise ModelFormatError(f"{self.name}: the model is not valid ONNX: {exc}") from exc
+        return PassReport(self.name, False, notes=("valid ONNX",))
+
+
+def lowering_passes() -> list[FusePass]:
+    """The passes from a model with our ops to one in standard ops only, in order."""
+    lowered = {"lower_to_standard": "it works on what lowering wrote"}
+    return [
+        # Types and ranks from our schemas while our ops are still there: the standard nodes
+        # that replace them inherit what their outputs were (a graph output needs both).
+        IrPass("shape_inference", ShapeInferencePass),
+        ToPaddedRecurrences(),
+        CancelReorders(),
+        LowerToStandard(),
+        # Each lowered op builds its own offsets arithmetic (sentence starts, lengths): one copy.
+        IrPass("common_subexpression_elimination", CommonSubexpressionEliminationPass, lowered),
+        # And the weights in our layout, now unused.
+        IrPass("remove_unused_nodes", RemoveUnusedNodesPass, lowered),
+        DropFusebridgeOpset(),
+        # Types for the values the rewrites made.
+        IrPass("final_shape_inference", ShapeInferencePass, lowered),
+        OnnxChecker(),
+    ]
