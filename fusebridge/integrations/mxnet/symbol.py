@@ -185,8 +185,8 @@ def parse_symbol(text: str | bytes, source: str = "<json>") -> MXSymbol:
         raise ModelFormatError(f"{source}: subgraphs nested too deeply") from None
 
 
-def read_symbol_and_text(path: str | os.PathLike) -> tuple[MXSymbol, str]:
-    """The graph of an MXNet `prefix-symbol.json` file, and the file's text."""
+def read_symbol(path: str | os.PathLike) -> MXSymbol:
+    """The graph of an MXNet `prefix-symbol.json` file."""
     path = Path(path)
     if not path.is_file():  # a FIFO would wait for a writer, a device might never end
         raise ModelFormatError(f"{path}: the symbol file is missing or not a regular file")
@@ -194,7 +194,7 @@ def read_symbol_and_text(path: str | os.PathLike) -> tuple[MXSymbol, str]:
         data = path.read_bytes()
     except OSError as e:
         raise ModelFormatError(f"{path}: cannot read the symbol file: {e}") from None
-    return parse_symbol(data, os.fspath(path)), data.decode("utf-8")  # parse_symbol: UTF-8
+    return parse_symbol(data, os.fspath(path))
 
 
 # -- attribute values: MXNet writes every one as a string -------------------------------------

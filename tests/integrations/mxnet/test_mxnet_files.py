@@ -23,7 +23,7 @@ from fusebridge.integrations.mxnet.symbol import (
     parse_ints,
     parse_optional_int,
     parse_symbol,
-    read_symbol_and_text,
+    read_symbol,
 )
 
 V1, V2, V3 = 0xF993FAC8, 0xF993FAC9, 0xF993FACA
@@ -317,7 +317,7 @@ CURRENT = graph(
 def test_current_format(tmp_path):
     path = tmp_path / "m-symbol.json"
     path.write_text(CURRENT)
-    sym, _ = read_symbol_and_text(path)
+    sym = read_symbol(path)
     assert [n.op for n in sym.nodes] == ["null", "null", "null", "FullyConnected", "Activation"]
     assert sym.nodes[3] == MXNode(
         "FullyConnected", "fc", ((0, 0), (1, 0), (2, 0)), {"num_hidden": "3", "flatten": "False"}
@@ -501,7 +501,7 @@ def test_exported_gluon_model_reads_back(tmp_path):
         assert got[key[4:]][1].tobytes() == nd.asnumpy().tobytes()
         assert got[key[4:]][1].shape == nd.shape
 
-    sym, _ = read_symbol_and_text(prefix + "-symbol.json")
+    sym = read_symbol(prefix + "-symbol.json")
     with open(prefix + "-symbol.json") as f:
         raw = json.load(f)
     assert len(sym.nodes) == len(raw["nodes"])
