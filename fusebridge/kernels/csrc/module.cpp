@@ -67,16 +67,7 @@ static int enum_value(const char* what, int v, int last) {
     return v;
 }
 static Isa to_isa(int v) { return Isa(enum_value("isa", v, int(best_isa()))); }
-static DropoutMode to_mode(int v) { return DropoutMode(enum_value("mode", v, 1)); }
 static GruAct to_act(int v) { return GruAct(enum_value("activation", v, 3)); }
-
-// The fused ops' output geometry: the dropout of a float32 tensor whose mask is not shared.
-static DropoutDesc fused_dropout_desc(std::vector<int64_t> shape, std::vector<int64_t> global_shape,
-                                      std::vector<int64_t> start, float p, int mode, bool training,
-                                      int isa, int64_t stream_min_bytes) {
-    return DropoutDesc{shape, global_shape, start, global_shape, DType::f32, p, to_mode(mode),
-                       training, to_isa(isa), stream_min_bytes};
-}
 
 // A fused op's mask: checked, then zeroed (ranges on different threads OR their shared bytes).
 template <class Prim>
@@ -188,19 +179,21 @@ NB_MODULE(_C, m) {
         .value("lod", SeqLayout::lod)
         .value("tnc", SeqLayout::tnc)
         .value("ntc", SeqLayout::ntc);
+    nb::enum_<DType>(m, "DType")
+        .value("f32", DType::f32)
+        .value("f64", DType::f64)
+        .value("f16", DType::f16)
+        .value("bf16", DType::bf16);
+    nb::enum_<DropoutMode>(m, "DropoutMode")
+        .value("upscale_in_train", DropoutMode::upscale_in_train)
+        .value("downgrade_in_infer", DropoutMode::downgrade_in_infer);
     bind_descriptor<GruDesc>(m, "GRUDescriptor");
+    bind_descriptor<DropoutDesc>(m, "DropoutDescriptor");
+    bind_descriptor<SoftmaxDropoutDesc>(m, "SoftmaxDropoutDescriptor");
+    bind_descriptor<MatmulDropoutDesc>(m, "MatmulDropoutDescriptor");
 
     nb::class_<SoftmaxDropoutPrimitive>(m, "SoftmaxDropoutPrimitive")
-        .def("__init__",
-             [](SoftmaxDropoutPrimitive* self, std::vector<int64_t> shape, int64_t axis,
-                std::vector<int64_t> global_shape, std::vector<int64_t> start, float p, int mode,
-                bool training, int isa, int64_t stream_min_bytes) {
-                 new (self) SoftmaxDropoutPrimitive(SoftmaxDropoutDesc{
-                     shape, axis, fused_dropout_desc(shape, global_shape, start, p, mode, training,
-                                                     isa, stream_min_bytes)});
-             },
-             "shape"_a, "axis"_a, "global_shape"_a, "start"_a, "p"_a, "mode"_a, "training"_a,
-             "isa"_a, "stream_min_bytes"_a)
+        .def(nb::init<const SoftmaxDropoutDesc&>(), "desc"_a)
         .def_prop_ro("numel", &SoftmaxDropoutPrimitive::numel)
         .def_prop_ro("mask_bytes", &SoftmaxDropoutPrimitive::mask_bytes)
         .def("forward",
@@ -230,21 +223,8 @@ NB_MODULE(_C, m) {
              "dx"_a.noconvert());
 
     nb::class_<MatmulDropoutPrimitive>(m, "MatmulDropoutPrimitive")
-        .def("__init__",
-             [](MatmulDropoutPrimitive* self, int64_t m, int64_t n, int64_t k, bool trans_a,
-                bool trans_b, bool bias, std::vector<int64_t> a_offsets,
-                std::vector<int64_t> b_offsets, int64_t a_size, int64_t b_size,
-                std::vector<int64_t> shape, std::vector<int64_t> global_shape,
-                std::vector<int64_t> start, float p, int mode, bool training, int isa,
-                int64_t stream_min_bytes) {
-                 new (self) MatmulDropoutPrimitive(MatmulDropoutDesc{
-                     m, n, k, trans_a, trans_b, bias, a_offsets, b_offsets, a_size, b_size,
-                     fused_dropout_desc(shape, global_shape, start, p, mode, training, isa,
-                                        stream_min_bytes)});
-             },
-             "m"_a, "n"_a, "k"_a, "trans_a"_a, "trans_b"_a, "bias"_a, "a_offsets"_a,
-             "b_offsets"_a, "a_size"_a, "b_size"_a, "shape"_a, "global_shape"_a, "start"_a, "p"_a,
-             "mode"_a, "training"_a, "isa"_a, "stream_min_bytes"_a)
+        .def(nb::init<const MatmulDropoutDesc&, std::vector<int64_t>, std::vector<int64_t>>(),
+             "desc"_a, "a_offsets"_a, "b_offsets"_a)
         .def_prop_ro("numel", &MatmulDropoutPrimitive::numel)
         .def_prop_ro("mask_bytes", &MatmulDropoutPrimitive::mask_bytes)
         .def_prop_ro("tile_rows", &MatmulDropoutPrimitive::tile_rows)
@@ -266,16 +246,7 @@ NB_MODULE(_C, m) {
              "seed"_a, "offset"_a);
 
     nb::class_<DropoutPrimitive>(m, "DropoutPrimitive")
-        .def("__init__",
-             [](DropoutPrimitive* self, std::vector<int64_t> shape, std::vector<int64_t> global_shape,
-                std::vector<int64_t> start, std::vector<int64_t> mask_shape, int dtype, float p,
-                int mode, bool training, int isa, int64_t stream_min_bytes) {
-                 new (self) DropoutPrimitive(DropoutDesc{
-                     shape, global_shape, start, mask_shape, DType(enum_value("dtype", dtype, 3)),
-                     p, to_mode(mode), training, to_isa(isa), stream_min_bytes});
-             },
-             "shape"_a, "global_shape"_a, "start"_a, "mask_shape"_a, "dtype"_a, "p"_a, "mode"_a,
-             "training"_a, "isa"_a, "stream_min_bytes"_a)
+        .def(nb::init<const DropoutDesc&>(), "desc"_a)
         .def_prop_ro("numel", &DropoutPrimitive::numel)
         .def_prop_ro("mask_bytes", &DropoutPrimitive::mask_bytes)
         .def("forward",
