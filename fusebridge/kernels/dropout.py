@@ -34,6 +34,8 @@ MODE_ALIASES = {"downscale_in_infer": "downgrade_in_infer"}
 # Outputs this large bypass the caches (non-temporal stores): they would not fit anyway, and
 # skipping the read-for-ownership saves a third of the memory traffic.
 STREAM_MIN_BYTES = 8 << 20
+# The descriptor's dtype of each float dtype (looked up once: an enum call costs microseconds).
+_DTYPES = {dtype: core._C.DType(code) for dtype, code in FLOAT_DTYPES.items()}
 
 
 # Everything a dropout primitive is created from (the C++ DropoutDesc, bound: dropout.hpp
@@ -127,7 +129,7 @@ def _primitive(op, shape, dtype, p, mode, training, axes, noise_shape, shard) ->
         global_shape=global_shape,
         start=start,
         mask_shape=mask_shape,
-        dtype=core._C.DType(FLOAT_DTYPES[dtype]),
+        dtype=_DTYPES[dtype],
         **dropout_fields(op, p, mode, training),
     )
     return CACHE.get(desc, _create)

@@ -90,8 +90,10 @@ def _output(out: object, shape: tuple[int, ...], op: str, *inputs: np.ndarray) -
 
 @functools.lru_cache(maxsize=1024)
 def _interned(cls: type, **fields: object) -> object:
-    """The descriptor of these fields, built once: a frozen dataclass's __init__ costs more
-    than the lookup, and most calls repeat a geometry."""
+    """The descriptor of these fields, built once: most calls repeat a geometry, and building
+    the key is not the primitive cache's to save. Made by keyword, a bound descriptor costs
+    ~1.4 us against ~0.4 us for this lookup: 7-17% of a small matmul or softmax call (measured
+    with and without, interleaved, issue 16)."""
     return cls(**fields)
 
 

@@ -66,7 +66,13 @@ static int enum_value(const char* what, int v, int last) {
                        std::to_string(v));
     return v;
 }
-static Isa to_isa(int v) { return Isa(enum_value("isa", v, int(best_isa()))); }
+// best_isa() asks the CPU (cpuid, which traps to the hypervisor in a VM: about 15 us each
+// here), and every descriptor checks its ISA when made, so the answer is kept.
+static Isa known_best_isa() {
+    static const Isa best = best_isa();
+    return best;
+}
+static Isa to_isa(int v) { return Isa(enum_value("isa", v, int(known_best_isa()))); }
 static GruAct to_act(int v) { return GruAct(enum_value("activation", v, 3)); }
 
 // A fused op's mask: checked, then zeroed (ranges on different threads OR their shared bytes).
@@ -99,16 +105,22 @@ static size_t field_hash(const std::vector<int64_t>& v) {
 template <class Desc>
 static void bind_descriptor(nb::module_& m, const char* name) {
     nb::class_<Desc> cls(m, name);
+    // The field names as interned Python strings, made once: keyword lookups then cost a
+    // dict probe each (descriptors are made on every kernel call).
+    static std::vector<PyObject*> keys;
+    Desc::for_each_field([&](const char* field, auto) {
+        keys.push_back(PyUnicode_InternFromString(field));
+    });
     cls.def("__init__", [name](Desc* self, nb::args args, nb::kwargs kw) {
         Desc d{};
         size_t i = 0, from_kw = 0;
         Desc::for_each_field([&](const char* field, auto member) {
             using T = std::decay_t<decltype(d.*member)>;
-            nb::object v;
+            nb::handle v;
             if (i < args.size()) {
                 v = args[i];
-            } else if (kw.contains(field)) {
-                v = kw[field];
+            } else if (PyObject* k = PyDict_GetItem(kw.ptr(), keys[i])) {
+                v = k;
                 ++from_kw;
             } else {
                 fail(name, std::string("field '") + field + "' is missing");
@@ -380,7 +392,7 @@ NB_MODULE(_C, m) {
           },
           "a"_a, "b"_a, "c"_a.noconvert(), "alpha"_a, "beta"_a);
 
-    m.def("best_isa", [] { return int(best_isa()); });
+    m.def("best_isa", [] { return int(known_best_isa()); });
     m.def("isa_name", [](int isa) { return std::string(isa_name(Isa(enum_value("isa", isa, 2)))); });
     m.def("set_num_threads", &set_num_threads, "n"_a);
     m.def("max_threads", &max_threads);
