@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,45 +32,17 @@ MODES = {"upscale_in_train": 0, "downgrade_in_infer": 1}
 # Outputs this large bypass the caches (non-temporal stores): they would not fit anyway, and
 # skipping the read-for-ownership saves a third of the memory traffic.
 STREAM_MIN_BYTES = 8 << 20
+# The descriptor's dtype of each float dtype (looked up once: an enum call costs microseconds).
+_DTYPES = {dtype: core._C.DType(code) for dtype, code in FLOAT_DTYPES.items()}
 
 
-@dataclass(frozen=True)
-class DropoutDescriptor:
-    """Everything a dropout primitive is created from; seed and offset are not here: they are
-    arguments of each execution."""
-
-    shape: tuple[int, ...]
-    global_shape: tuple[int, ...]
-    start: tuple[int, ...]
-    mask_shape: tuple[int, ...]
-    dtype: np.dtype
-    p: float
-    mode: str
-    training: bool
-    isa: str
-
-
-def dropout_arguments(desc: object) -> dict[str, object]:
-    """The dropout part of a primitive's constructor arguments, from any descriptor with the
-    fields global_shape, start, p, mode, training and isa (the fused ops' too)."""
-    return {
-        "global_shape": list(desc.global_shape),
-        "start": list(desc.start),
-        "p": desc.p,
-        "mode": MODES[desc.mode],
-        "training": desc.training,
-        "isa": core.ISAS.index(desc.isa),
-        "stream_min_bytes": STREAM_MIN_BYTES,
-    }
+# Everything a dropout primitive is created from (the C++ DropoutDesc, bound: dropout.hpp
+# declares its fields); seed and offset are not in it: they are arguments of each execution.
+DropoutDescriptor = core._C.DropoutDescriptor
 
 
 def _create(desc: DropoutDescriptor) -> object:
-    return core._C.DropoutPrimitive(
-        shape=list(desc.shape),
-        mask_shape=list(desc.mask_shape),
-        dtype=FLOAT_DTYPES[desc.dtype],
-        **dropout_arguments(desc),
-    )
+    return core._C.DropoutPrimitive(desc)
 
 
 def _mode(mode: object, op: str) -> str:
@@ -132,12 +103,13 @@ def _mask_shape(op: str, global_shape: tuple, axes: object, noise_shape: object)
 
 def dropout_fields(op: str, p: object, mode: object, training: object) -> dict[str, object]:
     """The checked dropout fields of a descriptor (this one's and the fused ops'): p, mode,
-    training and the ISA current now; dropout_arguments turns them into constructor ones."""
+    training, the ISA current now and the streaming threshold."""
     return {
         "p": as_probability(p, op),
-        "mode": _mode(mode, op),
+        "mode": core._C.DropoutMode[_mode(mode, op)],
         "training": as_flag(training, op, "training"),
-        "isa": core.isa(),
+        "isa": core._C.Isa[core.isa()],
+        "stream_min_bytes": STREAM_MIN_BYTES,
     }
 
 
@@ -154,7 +126,7 @@ def _primitive(op, shape, dtype, p, mode, training, axes, noise_shape, shard) ->
         global_shape=global_shape,
         start=start,
         mask_shape=mask_shape,
-        dtype=dtype,
+        dtype=_DTYPES[dtype],
         **dropout_fields(op, p, mode, training),
     )
     return CACHE.get(desc, _create)

@@ -4,8 +4,6 @@ padding."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from fusebridge.errors import ArgumentError, ArgumentTypeError
@@ -20,39 +18,15 @@ ACTIVATIONS = {"sigmoid": 0, "tanh": 1, "relu": 2, "identity": 3}
 DIRECTIONS = ("forward", "reverse", "bidirectional")
 
 
-@dataclass(frozen=True)
-class GRUDescriptor:
-    """What a GRU primitive is created from: the batch plan depends on the sentence lengths, so
-    they are part of the key (shapes, never names or array ids)."""
-
-    lens: tuple[int, ...]
-    layout: str
-    steps: int
-    input_size: int
-    hidden_size: int
-    direction: str
-    linear_before_reset: bool
-    origin_mode: bool
-    activation: str
-    gate_activation: str
-    isa: str
+# What a GRU primitive is built from: layout, IC, OC, directions, reverse, the modes, the
+# activations, projection and ISA (the C++ GruDesc, bound: gru.hpp declares its fields). The
+# sentence lengths and padded T are arguments of each call, so batches of any lengths share
+# one primitive.
+GRUDescriptor = core._C.GRUDescriptor
 
 
 def _create(desc: GRUDescriptor) -> object:
-    return core._C.GruPrimitive(
-        lens=list(desc.lens),
-        layout=LAYOUTS[desc.layout],
-        steps=desc.steps,
-        ic=desc.input_size,
-        oc=desc.hidden_size,
-        directions=2 if desc.direction == "bidirectional" else 1,
-        reverse=desc.direction == "reverse",
-        linear_before_reset=desc.linear_before_reset,
-        origin_mode=desc.origin_mode,
-        act=ACTIVATIONS[desc.activation],
-        gate=ACTIVATIONS[desc.gate_activation],
-        isa=core.ISAS.index(desc.isa),
-    )
+    return core._C.GruPrimitive(desc)
 
 
 def _sentences(x: np.ndarray, layout: str, offsets: object, seq_lens: object):
@@ -137,17 +111,17 @@ def fusion_gru(
         if h0.shape != (d, n, oc):
             raise ArgumentError(f"{op}: h0 must have shape {(d, n, oc)}, got {h0.shape}")
     desc = GRUDescriptor(
-        lens=tuple(lens.tolist()),
-        layout=layout,
-        steps=steps,
-        input_size=ic,
-        hidden_size=oc,
-        direction=direction,
+        layout=core._C.SeqLayout[layout],
+        ic=ic,
+        oc=oc,
+        directions=d,
+        reverse=direction == "reverse",
         linear_before_reset=bool(linear_before_reset),
         origin_mode=bool(origin_mode),
-        activation=as_choice(activation, ACTIVATIONS, op, "activation"),
-        gate_activation=as_choice(gate_activation, ACTIVATIONS, op, "gate_activation"),
-        isa=core.isa(),
+        act=core._C.GruAct[as_choice(activation, ACTIVATIONS, op, "activation")],
+        gate=core._C.GruAct[as_choice(gate_activation, ACTIVATIONS, op, "gate_activation")],
+        projection=weights.wx is not None,
+        isa=core._C.Isa[core.isa()],
     )
     prim = CACHE.get(desc, _create)
     out = as_output(out, x.shape[:-1] + (d * oc,), np.float32, x, op)
@@ -155,5 +129,5 @@ def fusion_gru(
         raise ArgumentError(f"{op}: out must not be x (the recurrence reads x after writing)")
     last = new_array((d, n, oc), np.float32, op, "last") if return_last else None
     w = weights
-    prim.forward(x, w.wx, w.wh, w.bias_x, w.bias_hc, h0, out, last)
+    prim.forward(lens, steps, x, w.wx, w.wh, w.bias_x, w.bias_hc, h0, out, last)
     return (out, last) if return_last else out

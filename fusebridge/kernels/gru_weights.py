@@ -20,7 +20,8 @@ class GRUWeights:
 
     wx [D, OCp/16, IC, 3, 16] and wh [D, OCp/16, OC, 3, 16]: per block of 16 hidden units, row
     k of the matrix's update, reset and candidate columns, so the projection and the recurrent
-    product each stream one contiguous panel per block.
+    product each stream one contiguous panel per block. wx is None for weights without an
+    input projection: x then holds the projected gates [..., D*3*OC] (input_size = D*3*OC).
     bias_x [D, 3, OCp]: the input bias plus the recurrent update/reset bias (those two are
     always simply added). bias_hc [D, OCp]: the recurrent candidate bias, which sits inside
     r * (...) with linear_before_reset. OCp is OC rounded up to 16; padding is zero.
@@ -29,7 +30,7 @@ class GRUWeights:
     directions: int
     input_size: int
     hidden_size: int
-    wx: np.ndarray
+    wx: np.ndarray | None
     wh: np.ndarray
     bias_x: np.ndarray
     bias_hc: np.ndarray
@@ -81,24 +82,37 @@ def _blocked(w: np.ndarray, ocp: int) -> np.ndarray:
 
 
 def pack_gru_weights(
-    wx: np.ndarray,
+    wx: np.ndarray | None,
     wh: np.ndarray,
     bias: np.ndarray | None = None,
     bias_h: np.ndarray | None = None,
 ) -> GRUWeights:
     """Pack canonical weights (gate order update, reset, candidate): wx [D, IC, 3*OC],
     wh [D, OC, 3*OC], bias and bias_h [D, 3*OC]; D may be left out for one direction. Values
-    are converted to float32 once, here."""
+    are converted to float32 once, here.
+
+    wx None: no input projection. fusion_gru then takes x as the gates already projected,
+    [..., D*3*OC] (direction d's [u | r | c] at columns d*3*OC), and adds bias and bias_h as
+    with a projection: Paddle's unfused `gru` op, whose input is the projected [words, 3*OC],
+    runs this way, without multiplying by an identity Wx."""
     op = "pack_gru_weights"
-    wx = _with_directions(_real(wx, op, "wx"), 3, op, "wx", "[D, IC, 3*OC]")
     wh = _with_directions(_real(wh, op, "wh"), 3, op, "wh", "[D, OC, 3*OC]")
-    d, ic, g3 = wx.shape
-    oc = wh.shape[1]
+    if wx is None:
+        d, oc = wh.shape[:2]
+        ic = d * 3 * oc
+    else:
+        wx = _with_directions(_real(wx, op, "wx"), 3, op, "wx", "[D, IC, 3*OC]")
+        d, ic = wx.shape[:2]
+        oc = wh.shape[1]
     if ic < 1 or oc < 1:
-        raise ArgumentError(f"{op}: input and hidden size must be >= 1, got wx {wx.shape}")
-    if wh.shape != (d, oc, 3 * oc) or g3 != 3 * oc:
         raise ArgumentError(
-            f"{op}: wx [D, IC, 3*OC] and wh [D, OC, 3*OC] disagree: wx {wx.shape}, wh {wh.shape}"
+            f"{op}: input and hidden size must be >= 1, got wx "
+            f"{None if wx is None else wx.shape}, wh {wh.shape}"
+        )
+    if wh.shape != (d, oc, 3 * oc) or (wx is not None and wx.shape[2] != 3 * oc):
+        raise ArgumentError(
+            f"{op}: wx [D, IC, 3*OC] and wh [D, OC, 3*OC] disagree: wx "
+            f"{None if wx is None else wx.shape}, wh {wh.shape}"
         )
     b = _bias(bias, d, oc, op, "bias").reshape(d, 3, oc)
     bh = _bias(bias_h, d, oc, op, "bias_h").reshape(d, 3, oc)
@@ -114,7 +128,7 @@ def pack_gru_weights(
         directions=d,
         input_size=ic,
         hidden_size=oc,
-        wx=_frozen(_blocked(wx, ocp)),
+        wx=None if wx is None else _frozen(_blocked(wx, ocp)),
         wh=_frozen(_blocked(wh, ocp)),
         bias_x=_frozen(bias_x),
         bias_hc=_frozen(bias_hc),

@@ -6,18 +6,25 @@ from __future__ import annotations
 from fusebridge.kernels import core
 
 # Everything but the geometry and the dtype: p 0.5, the first mode, training, scalar ISA.
-DROPOUT_SETTINGS = {"p": 0.5, "mode": 0, "training": True, "isa": 0, "stream_min_bytes": 0}
+DROPOUT_SETTINGS = {
+    "p": 0.5,
+    "mode": core._C.DropoutMode.upscale_in_train,
+    "training": True,
+    "isa": core._C.Isa.scalar,
+    "stream_min_bytes": 0,
+}
 
 
 def dropout_primitive(shape, dtype=0, *, global_shape=None, start=None):
     """A DropoutPrimitive of a block `shape` (the whole tensor unless global_shape is given) at
     `start` (zeros by default), its mask the whole tensor's; dtype 0 is float32."""
     global_shape = shape if global_shape is None else global_shape
-    return core._C.DropoutPrimitive(
+    desc = core._C.DropoutDescriptor(
         shape=shape,
         global_shape=global_shape,
         start=[0] * len(shape) if start is None else start,
         mask_shape=global_shape,
-        dtype=dtype,
+        dtype=core._C.DType(dtype),
         **DROPOUT_SETTINGS,
     )
+    return core._C.DropoutPrimitive(desc)

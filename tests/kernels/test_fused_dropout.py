@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusebridge import ArgumentError, ArgumentTypeError, Error, kernels
-from fusebridge.kernels import reference
+from fusebridge.kernels import core, reference
 
 SEEDS = st.one_of(st.sampled_from([0, -1, 2**63, 0xDEADBEEFCAFEF00D]), st.integers(0, 2**64 - 1))
 OFFSETS = st.one_of(st.sampled_from([0, 1, 2**32 - 1, 2**64 - 1]), st.integers(0, 2**64 - 1))
@@ -434,8 +434,15 @@ def test_primitives_are_cached_by_descriptor():
     after = kernels.cache_stats()
     if after["capacity"]:
         assert after["hits"] - before["hits"] >= 2
-    desc = kernels.SoftmaxDropoutDescriptor(
-        (5, 6), 1, (5, 6), (0, 0), 0.5, "upscale_in_train", True, "scalar"
+    mode, isa = core._C.DropoutMode.upscale_in_train, core._C.Isa.scalar
+    desc = kernels.SoftmaxDropoutDescriptor((5, 6), 1, (5, 6), (0, 0), 0.5, mode, True, isa, 0)
+    same = kernels.SoftmaxDropoutDescriptor(
+        shape=[5, 6], axis=1, global_shape=(5, 6), start=(0, 0), p=0.5, mode=mode,
+        training=True, isa=isa, stream_min_bytes=0,
+    )  # fmt: skip
+    assert desc == same and hash(desc) == hash(same)
+    assert desc != kernels.SoftmaxDropoutDescriptor(
+        (5, 6), 1, (5, 6), (0, 0), 0.25, mode, True, isa, 0
     )
     with pytest.raises(AttributeError):
         desc.p = 0.1  # frozen

@@ -211,15 +211,16 @@ def test_out_receives_hidden_and_is_checked():
         kernels.fusion_gru(shared[:5], **args, out=shared[1:])
 
 
-def test_cache_keys_on_lengths_not_total_rows():
+def test_batches_with_the_same_total_rows_share_a_primitive_and_are_right():
     """Paddle's oneDNN fusion_gru keys by names and total rows and goes wrong when the batch
-    changes: two batches with the same number of words must both be right."""
+    changes: two batches with the same number of words must both be right. The lengths are
+    arguments of each call, so both run on one primitive (its plan is made per call)."""
     rng = np.random.default_rng(5)
     before = kernels.cache_stats()["misses"]
     for lens in ([6, 6], [3, 3, 3, 3], [6, 6]):
         x, args = random_gru(rng, 1, 4, 5, lens)
         assert_matches_reference(x, args, origin_mode=False)
-    assert kernels.cache_stats()["misses"] - before == 2
+    assert kernels.cache_stats()["misses"] - before <= 1
 
 
 @pytest.mark.parametrize("act", ["sigmoid", "tanh"])

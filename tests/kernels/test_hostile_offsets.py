@@ -96,41 +96,47 @@ def test_python_faces_refuse_hostile_seq_lens(op, seq_lens, match):
         SEQ_LEN_KERNELS[op](np.array(seq_lens, np.int64))
 
 
-# All but lens, layout and steps: 3 inputs, 4 hidden units, one forward direction.
-GRU_SETTINGS = {"ic": 3, "oc": 4, "directions": 1, "reverse": False}
-GRU_SETTINGS |= {"linear_before_reset": False, "origin_mode": True, "act": 1, "gate": 0, "isa": 0}
+# All but the layout: 3 inputs, 4 hidden units, one forward direction.
+GRU_FIELDS = {"ic": 3, "oc": 4, "directions": 1, "reverse": False, "projection": True}
+GRU_FIELDS |= {"linear_before_reset": False, "origin_mode": True, "isa": core._C.Isa.scalar}
+GRU_FIELDS |= {"act": core._C.GruAct.tanh, "gate": core._C.GruAct.sigmoid}
 
 
-def gru_primitive(lens, layout=0, steps=0):
-    return core._C.GruPrimitive(lens=lens, layout=layout, steps=steps, **GRU_SETTINGS)
+def gru_forward(lens, layout="lod", steps=0, x=X, out=None):
+    """The compiled GRU called directly: the lengths and steps are arguments of the call."""
+    desc = core._C.GRUDescriptor(layout=core._C.SeqLayout[layout], **GRU_FIELDS)
+    prim = core._C.GruPrimitive(desc)
+    w, out = WEIGHTS, np.empty((1, 4), np.float32) if out is None else out
+    lens = np.array(lens, np.int64)
+    prim.forward(lens, steps, x, w.wx, w.wh, w.bias_x, w.bias_hc, None, out, None)
 
 
 @pytest.mark.parametrize(
     ("lens", "layout", "steps", "match"),
     [
-        ([I64_MAX, I64_MAX, 304], 0, 0, "the sentence lengths sum past int64"),
-        ([-1, 6], 0, 0, "sentence 0 has length -1, below 0"),
-        ([I64_MIN], 0, 0, "has length -9223372036854775808"),
-        ([3, 5], 1, 4, r"sentence 1 has length 5, outside \[0, 4\]"),
-        ([1, 1, 1, 1], 2, 2**62, r"steps \* sentences .* overflows int64"),
-        ([1], 1, -1, "steps must be >= 0"),
-        ([1], 7, 1, r"layout must lie in \[0, 2\]"),
+        ([I64_MAX, I64_MAX, 304], "lod", 0, "the sentence lengths sum past int64"),
+        ([-1, 6], "lod", 0, "sentence 0 has length -1, below 0"),
+        ([I64_MIN], "lod", 0, "has length -9223372036854775808"),
+        ([3, 5], "tnc", 4, r"sentence 1 has length 5, outside \[0, 4\]"),
+        ([1, 1, 1, 1], "ntc", 2**62, r"steps \* sentences .* overflows int64"),
+        ([1], "tnc", -1, "steps must be >= 0"),
     ],
 )
 def test_compiled_gru_checks_lengths_before_sizing(lens, layout, steps, match):
     """Before: 'cannot create std::vector larger than max_size()' (a size from a sum that
     wrapped), or a plan over rows that do not exist."""
     with pytest.raises(ArgumentError, match=match):
-        gru_primitive(lens, layout, steps)
+        gru_forward(lens, layout, steps)
+
+
+def test_compiled_gru_descriptor_refuses_unknown_layouts():
+    with pytest.raises(ArgumentError, match="GRUDescriptor: field 'layout' cannot take 7"):
+        core._C.GRUDescriptor(layout=7, **GRU_FIELDS)
 
 
 def test_compiled_gru_plan_checks_its_buffers():
-    prim = gru_primitive([2, 3])
-    w = WEIGHTS
     with pytest.raises(ArgumentError, match="fusion_gru: x holds 12 elements, expected 15"):
-        prim.forward(
-            X[:4], w.wx, w.wh, w.bias_x, w.bias_hc, None, np.empty((5, 4), np.float32), None
-        )
+        gru_forward([2, 3], x=X[:4], out=np.empty((5, 4), np.float32))
 
 
 def test_lodtensor_overflow_case_runs_in_bounded_memory():

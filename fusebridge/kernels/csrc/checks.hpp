@@ -52,9 +52,9 @@ inline void check_offsets(const int64_t* offsets, int64_t size, int64_t rows, co
 
 // Sentence lengths, each in [0, steps] (steps < 0: no padded length bounds them); returns
 // their sum, which must fit int64.
-inline int64_t check_lengths(const std::vector<int64_t>& lens, int64_t steps, const char* op) {
+inline int64_t check_lengths(const int64_t* lens, int64_t n, int64_t steps, const char* op) {
     int64_t total = 0;
-    for (size_t s = 0; s < lens.size(); ++s) {
+    for (int64_t s = 0; s < n; ++s) {
         const int64_t len = lens[s];
         if (len < 0 || (steps >= 0 && len > steps))
             fail(op, "sentence " + std::to_string(s) + " has length " + std::to_string(len) +

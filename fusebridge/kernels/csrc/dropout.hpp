@@ -5,23 +5,28 @@
 #include <stdexcept>
 #include <vector>
 
+#include "descriptor.hpp"
 #include "dropout_kernels.hpp"
 
 namespace fusebridge {
 
 enum class DropoutMode : int { upscale_in_train = 0, downgrade_in_infer = 1 };
 
+// What a dropout primitive is built from; seed and offset are arguments of each call.
+#define FUSEBRIDGE_DROPOUT_DESC(F)                                                             \
+    F(std::vector<int64_t>, shape)         /* the local data (the block passed in) */           \
+    F(std::vector<int64_t>, global_shape)  /* the whole tensor (== shape without sharding) */   \
+    F(std::vector<int64_t>, start)         /* where the block starts in the whole tensor */     \
+    F(std::vector<int64_t>, mask_shape)    /* mask shape of the whole tensor (1 on shared axes) */ \
+    F(DType, dtype)                                                                            \
+    F(float, p)                                                                                \
+    F(DropoutMode, mode)                                                                       \
+    F(bool, training)                                                                          \
+    F(Isa, isa)                                                                                \
+    F(int64_t, stream_min_bytes)  /* outputs at least this large use non-temporal stores */
+
 struct DropoutDesc {
-    std::vector<int64_t> shape;         // the local data (the block passed in)
-    std::vector<int64_t> global_shape;  // the whole tensor (== shape without sharding)
-    std::vector<int64_t> start;         // where the block starts in the whole tensor
-    std::vector<int64_t> mask_shape;    // mask shape of the whole tensor (1 on shared axes)
-    DType dtype;
-    float p;
-    DropoutMode mode;
-    bool training;
-    Isa isa;
-    int64_t stream_min_bytes;  // outputs at least this large use non-temporal stores
+    FUSEBRIDGE_DESCRIPTOR(DropoutDesc, FUSEBRIDGE_DROPOUT_DESC)
 };
 
 // One dimension after merging: `len` elements, `stride` in the index space it maps into.

@@ -59,11 +59,37 @@ int softmax_team(int64_t numel, int64_t items) {
     return numel >= kParallelMin && items > 1 ? max_threads() : 1;
 }
 
-DropoutDesc f32(DropoutDesc d) {
-    if (d.dtype != DType::f32) throw std::invalid_argument("fused dropout: float32 only");
-    if (d.mask_shape != d.global_shape)
-        throw std::invalid_argument("fused dropout: the mask is not shared over any axis");
-    return d;
+// The dropout of a fused op's output of `shape` (descriptor fields of
+// FUSEBRIDGE_OUTPUT_DROPOUT_FIELDS): float32, the mask the whole output's.
+template <class Desc>
+DropoutDesc output_dropout(const Desc& d, std::vector<int64_t> shape) {
+    return DropoutDesc{std::move(shape), d.global_shape, d.start, d.global_shape, DType::f32,
+                       d.p, d.mode, d.training, d.isa, d.stream_min_bytes};
+}
+
+// m, n, k of op(a) @ op(b) and the output shape [broadcast batch..., m, n].
+struct MatmulDims {
+    int64_t m, n, k;
+    std::vector<int64_t> out;
+};
+
+MatmulDims matmul_dims(const MatmulDropoutDesc& d) {
+    const char* op = "matmul_dropout";
+    const std::vector<int64_t>&a = d.a_shape, &b = d.b_shape;
+    if (a.size() < 2 || b.size() < 2) fail(op, "a and b must be at least 2-D");
+    const size_t ra = a.size() - 2, rb = b.size() - 2, rank = std::max(ra, rb);
+    const int64_t m = d.transpose_a ? a[ra + 1] : a[ra], k = d.transpose_a ? a[ra] : a[ra + 1];
+    const int64_t kb = d.transpose_b ? b[rb + 1] : b[rb], n = d.transpose_b ? b[rb] : b[rb + 1];
+    if (k != kb) fail(op, "op(a) and op(b) do not chain");
+    std::vector<int64_t> out(rank + 2);
+    for (size_t i = 0; i < rank; ++i) {  // batch dimensions, aligned on the right
+        const int64_t x = i + ra >= rank ? a[i + ra - rank] : 1;
+        const int64_t y = i + rb >= rank ? b[i + rb - rank] : 1;
+        if (x != y && x != 1 && y != 1) fail(op, "the batch dimensions do not broadcast");
+        out[i] = x == 1 ? y : x;
+    }
+    out[rank] = m, out[rank + 1] = n;
+    return {m, n, k, out};
 }
 
 int threads_for(double work, double per_thread, int64_t items) {
@@ -77,9 +103,9 @@ int threads_for(double work, double per_thread, int64_t items) {
 // ---- softmax ------------------------------------------------------------------------------
 
 SoftmaxDropoutPrimitive::SoftmaxDropoutPrimitive(const SoftmaxDropoutDesc& desc)
-    : k_(fused_kernels_for(desc.dropout.isa)), drop_(f32(desc.dropout)) {
+    : k_(fused_kernels_for(desc.isa)), drop_(output_dropout(desc, desc.shape)) {
     const int64_t nd = int64_t(desc.shape.size());
-    if (desc.shape != desc.dropout.shape || desc.axis < 0 || desc.axis >= nd)
+    if (desc.axis < 0 || desc.axis >= nd)
         throw std::invalid_argument("softmax_dropout: bad shape or axis");
     for (int64_t d = 0; d < nd; ++d) {
         const int64_t n = desc.shape[size_t(d)];
@@ -244,22 +270,23 @@ void SoftmaxDropoutPrimitive::backward(const float* dy, const float* src, bool f
 
 // ---- matmul -------------------------------------------------------------------------------
 
-MatmulDropoutPrimitive::MatmulDropoutPrimitive(const MatmulDropoutDesc& desc)
-    : k_(fused_kernels_for(desc.dropout.isa)),
-      drop_(f32(desc.dropout)),
-      m_(desc.m),
-      n_(desc.n),
-      k_dim_(desc.k),
-      batches_(int64_t(desc.a_offsets.size())),
-      trans_a_(desc.trans_a),
-      trans_b_(desc.trans_b),
+MatmulDropoutPrimitive::MatmulDropoutPrimitive(const MatmulDropoutDesc& desc,
+                                               std::vector<int64_t> a_offsets,
+                                               std::vector<int64_t> b_offsets)
+    : k_(fused_kernels_for(desc.isa)),
+      drop_(output_dropout(desc, matmul_dims(desc).out)),
+      batches_(int64_t(a_offsets.size())),
+      trans_a_(desc.transpose_a),
+      trans_b_(desc.transpose_b),
       bias_(desc.bias),
-      a_off_(desc.a_offsets),
-      b_off_(desc.b_offsets),
-      a_size_(desc.a_size),
-      b_size_(desc.b_size) {
+      a_off_(std::move(a_offsets)),
+      b_off_(std::move(b_offsets)),
+      a_size_(numel_of(desc.a_shape, "matmul_dropout", "a")),
+      b_size_(numel_of(desc.b_shape, "matmul_dropout", "b")) {
+    const MatmulDims dims = matmul_dims(desc);
+    m_ = dims.m, n_ = dims.n, k_dim_ = dims.k;
     const char* op = "matmul_dropout";
-    if (desc.b_offsets.size() != desc.a_offsets.size() || m_ < 0 || n_ < 0 || k_dim_ < 0 ||
+    if (b_off_.size() != a_off_.size() || m_ < 0 || n_ < 0 || k_dim_ < 0 ||
         a_size_ < 0 || b_size_ < 0)
         fail(op, "inconsistent descriptor");
     // First the 32-bit bounds: they keep the matrix products below 2**62.

@@ -11,10 +11,23 @@
 
 namespace fusebridge {
 
+// The dropout of a fused op's output: float32, its mask the whole output's (never shared).
+#define FUSEBRIDGE_OUTPUT_DROPOUT_FIELDS(F)                                                    \
+    F(std::vector<int64_t>, global_shape)  /* the whole output (== the output unsharded) */     \
+    F(std::vector<int64_t>, start)         /* where this output starts in it */                 \
+    F(float, p)                                                                                \
+    F(DropoutMode, mode)                                                                       \
+    F(bool, training)                                                                          \
+    F(Isa, isa)                                                                                \
+    F(int64_t, stream_min_bytes)
+
+#define FUSEBRIDGE_SOFTMAX_DROPOUT_DESC(F)                                                     \
+    F(std::vector<int64_t>, shape)                                                             \
+    F(int64_t, axis)  /* in [0, rank) */                                                       \
+    FUSEBRIDGE_OUTPUT_DROPOUT_FIELDS(F)
+
 struct SoftmaxDropoutDesc {
-    std::vector<int64_t> shape;
-    int64_t axis;         // in [0, rank)
-    DropoutDesc dropout;  // over the output (= shape), mask shape = its global shape
+    FUSEBRIDGE_DESCRIPTOR(SoftmaxDropoutDesc, FUSEBRIDGE_SOFTMAX_DROPOUT_DESC)
 };
 
 class SoftmaxDropoutPrimitive {
@@ -45,17 +58,25 @@ class SoftmaxDropoutPrimitive {
     int64_t block_cols_ = 1;                   // other axes: columns per work item
 };
 
+// op(a) [..., m, k] @ op(b) [..., k, n] with np.matmul's batch broadcasting.
+#define FUSEBRIDGE_MATMUL_DROPOUT_DESC(F)                                                      \
+    F(std::vector<int64_t>, a_shape)                                                           \
+    F(std::vector<int64_t>, b_shape)                                                           \
+    F(bool, transpose_a)                                                                       \
+    F(bool, transpose_b)                                                                       \
+    F(bool, bias)                                                                              \
+    FUSEBRIDGE_OUTPUT_DROPOUT_FIELDS(F)
+
 struct MatmulDropoutDesc {
-    int64_t m, n, k;  // op(a) [m, k] @ op(b) [k, n] per batch
-    bool trans_a, trans_b, bias;
-    std::vector<int64_t> a_offsets, b_offsets;  // per output batch, in elements (broadcasting)
-    int64_t a_size, b_size;                     // elements of a and b
-    DropoutDesc dropout;                        // over the output [batch..., m, n]
+    FUSEBRIDGE_DESCRIPTOR(MatmulDropoutDesc, FUSEBRIDGE_MATMUL_DROPOUT_DESC)
 };
 
 class MatmulDropoutPrimitive {
    public:
-    explicit MatmulDropoutPrimitive(const MatmulDropoutDesc& desc);
+    // a_offsets, b_offsets: per output batch, the element offset of its matrix in a and in b
+    // (derived from the shapes by the caller; none for an empty output).
+    MatmulDropoutPrimitive(const MatmulDropoutDesc& desc, std::vector<int64_t> a_offsets,
+                           std::vector<int64_t> b_offsets);
 
     // y = dropout(op(a) @ op(b) (+ bias)); bias (n floats) may be null. The local packed mask
     // goes to `mask` (zeroed) when not null. y must not overlap the inputs.

@@ -45,79 +45,103 @@ T* at_least(std::vector<T>& v, size_t n) {
 
 }  // namespace
 
-GruPrimitive::GruPrimitive(const GruDesc& desc)
-    : k_(gru_kernels_for(desc.isa)), d_(desc), n_(int64_t(desc.lens.size())) {
+GruPrimitive::GruPrimitive(const GruDesc& desc) : k_(gru_kernels_for(desc.isa)), d_(desc) {
     const char* op = "fusion_gru";
     if (d_.ic < 1 || d_.oc < 1 || d_.ic > INT32_MAX || d_.oc > INT32_MAX)
         fail(op, "input and hidden size must lie in [1, 2**31)");
     if (d_.directions != 1 && d_.directions != 2) fail(op, "directions must be 1 or 2");
-    const bool padded = d_.layout != SeqLayout::lod;
-    if (padded && d_.steps < 0) fail(op, "steps must be >= 0, got " + std::to_string(d_.steps));
-    words_ = check_lengths(d_.lens, padded ? d_.steps : -1, op);
-    for (int64_t len : d_.lens) max_len_ = std::max(max_len_, len);
-    x_rows_ = padded ? mul_size(d_.steps, n_, op, "steps * sentences") : words_;
+    if (int(d_.layout) < 0 || int(d_.layout) > 2)
+        fail(op, "layout must be 0 (lod), 1 (tnc) or 2 (ntc)");
+    if (!d_.projection && d_.ic != 3 * d_.directions * d_.oc)
+        fail(op, "without projection x holds the gates: ic must be D * 3 * OC = " +
+                     std::to_string(3 * d_.directions * d_.oc) + ", got " +
+                     std::to_string(d_.ic));
     ocp_ = (d_.oc + kGruBlock - 1) / kGruBlock * kGruBlock;
-    // Sizes below 2**31 keep the products of one size with the directions and gates far from
-    // overflow (module.cpp checks those of two sizes: the weights); the rows times the widest
-    // row (x, out, the projected gates) bound the other buffers forward() checks and the
-    // scratch it allocates, so that product is checked here.
-    mul_size(x_rows_, std::max(d_.ic, 3 * d_.directions * ocp_), op, "rows * columns");
     blocks_ = ocp_ / kGruBlock;
-
-    std::vector<int64_t> prefix(n_, 0);
-    for (int64_t s = 1; s < n_; ++s) prefix[s] = prefix[s - 1] + d_.lens[s - 1];
-    base_.resize(n_);
-    switch (d_.layout) {
-        case SeqLayout::lod: base_ = prefix, step_ = 1; break;
-        case SeqLayout::tnc:
-            for (int64_t s = 0; s < n_; ++s) base_[s] = s;
-            step_ = n_;
-            break;
-        case SeqLayout::ntc:
-            for (int64_t s = 0; s < n_; ++s) base_[s] = s * d_.steps;
-            step_ = 1;
-            break;
-        default: fail(op, "layout must be 0 (lod), 1 (tnc) or 2 (ntc)");
-    }
-    gbase_ = prefix;
-
-    order_.resize(n_);
-    std::iota(order_.begin(), order_.end(), int64_t(0));
-    std::stable_sort(order_.begin(), order_.end(),
-                     [&](int64_t a, int64_t b) { return d_.lens[a] > d_.lens[b]; });
-    active_.assign(max_len_, 0);
-    for (int64_t len : d_.lens)
-        for (int64_t t = 0; t < len; ++t) ++active_[t];
-    first_.assign(max_len_, 0);
-    for (int64_t t = 1; t < max_len_; ++t) first_[t] = first_[t - 1] + active_[t - 1];
 }
 
-int GruPrimitive::threads_for_recurrence(int64_t directions) const {
+void GruPlan::build(const GruDesc& d, const int64_t* lens, int64_t n, int64_t steps) {
+    const char* op = "fusion_gru";
+    const bool padded = d.layout != SeqLayout::lod;
+    if (n < 0) fail(op, "the number of sentences must be >= 0, got " + std::to_string(n));
+    if (padded && steps < 0) fail(op, "steps must be >= 0, got " + std::to_string(steps));
+    words_ = check_lengths(lens, n, padded ? steps : -1, op);
+    n_ = n, steps_ = padded ? steps : 0;
+    x_rows_ = padded ? mul_size(steps, n, op, "steps * sentences") : words_;
+    // Sizes below 2**31 keep the products of one size with the directions and gates far from
+    // overflow (module.cpp checks those of two sizes: the weights); the rows times the widest
+    // row (x, out, the projected gates) bound the other buffers the binding checks and the
+    // scratch forward() allocates, so that product is checked here.
+    const int64_t ocp = (d.oc + kGruBlock - 1) / kGruBlock * kGruBlock;
+    mul_size(x_rows_, std::max(d.ic, 3 * d.directions * ocp), op, "rows * columns");
+
+    lens_.assign(lens, lens + n);
+    max_len_ = 0;
+    for (int64_t len : lens_) max_len_ = std::max(max_len_, len);
+    gbase_.resize(size_t(n));
+    for (int64_t s = 0, row = 0; s < n; row += lens_[s], ++s) gbase_[s] = row;
+    base_.resize(size_t(n));
+    switch (d.layout) {
+        case SeqLayout::lod: std::copy(gbase_.begin(), gbase_.end(), base_.begin()), step_ = 1; break;
+        case SeqLayout::tnc:
+            for (int64_t s = 0; s < n; ++s) base_[s] = s;
+            step_ = n;
+            break;
+        case SeqLayout::ntc:
+            for (int64_t s = 0; s < n; ++s) base_[s] = s * steps;
+            step_ = 1;
+            break;
+    }
+
+    // Counting sort by length, longest first, ties in input order (a stable sort's order,
+    // without its temporary buffer): slot_[len] counts the sentences of each length, then
+    // active_[t] sums those longer than t, which is where sentences of length t start.
+    slot_.assign(size_t(max_len_ + 1), 0);
+    for (int64_t len : lens_) ++slot_[len];
+    active_.resize(size_t(max_len_));
+    for (int64_t t = max_len_ - 1, longer = 0; t >= 0; --t) active_[t] = longer += slot_[t + 1];
+    for (int64_t len = 0; len <= max_len_; ++len) slot_[len] = len < max_len_ ? active_[len] : 0;
+    order_.resize(size_t(n));
+    for (int64_t s = 0; s < n; ++s) order_[slot_[lens_[s]]++] = s;
+    first_.resize(size_t(max_len_));
+    for (int64_t t = 0, sum = 0; t < max_len_; sum += active_[t], ++t) first_[t] = sum;
+}
+
+const GruPlan& GruPrimitive::plan(const int64_t* lens, int64_t n, int64_t steps) const {
+    thread_local GruPlan p;
+    p.build(d_, lens, n, steps);
+    return p;
+}
+
+int GruPrimitive::threads_for_recurrence(const GruPlan& p, int64_t directions) const {
     const int avail = max_threads();
-    if (avail <= 1 || max_len_ == 0) return 1;
-    const int64_t tiles = (active_[0] + k_.lbr.rows - 1) / k_.lbr.rows;
+    if (avail <= 1 || p.max_len_ == 0) return 1;
+    const int64_t tiles = (p.active_[0] + k_.lbr.rows - 1) / k_.lbr.rows;
     const int64_t items = directions * tiles * blocks_;
-    const double fma = double(active_[0]) * directions * d_.oc * 3.0 * d_.oc;
+    const double fma = double(p.active_[0]) * directions * d_.oc * 3.0 * d_.oc;
     const int64_t by_work = std::max<int64_t>(1, int64_t(fma / kMinFmaPerThread));
     return int(std::min<int64_t>({avail, items, by_work}));
 }
 
-void GruPrimitive::forward(const float* x, const GruWeightsView& w, const float* h0, float* out,
-                           float* last) const {
+void GruPrimitive::forward(const GruPlan& p, const float* x, const GruWeightsView& w,
+                           const float* h0, float* out, float* last) const {
     const int64_t D = d_.directions, OC = d_.oc, G3 = 3 * OC, cols = D * OC;
     const size_t row_bytes = size_t(cols) * sizeof(float);
+    const int64_t n = p.n_, words = p.words_, max_len = p.max_len_;
+    const int64_t* lens = p.lens_.data();
     if (d_.layout != SeqLayout::lod)
-        for (int64_t s = 0; s < n_; ++s)
-            for (int64_t t = d_.lens[s]; t < d_.steps; ++t)
-                std::memset(out + row_of(s, t) * cols, 0, row_bytes);
+        for (int64_t s = 0; s < n; ++s)
+            for (int64_t t = lens[s]; t < p.steps_; ++t)
+                std::memset(out + p.row_of(s, t) * cols, 0, row_bytes);
 
     auto is_reverse = [&](int64_t d) { return D == 2 ? d == 1 : d_.reverse; };
-    if (words_ > 0) {
+    if (words > 0) {
         Scratch& sc = *[] {
             thread_local Scratch s;
             return &s;
         }();
-        const int64_t gsize = words_ * D * G3, usize = D * n_ * ocp_;
+        // Without projection the gates are x's own rows: nothing to project into.
+        const int64_t gsize = d_.projection ? words * D * G3 : 0, usize = D * n * ocp_;
         float* gproj = at_least(sc.f, size_t(gsize + 2 * usize + ocp_));
         float* u = gproj + gsize;
         float* rh = u + usize;
@@ -126,36 +150,43 @@ void GruPrimitive::forward(const float* x, const GruWeightsView& w, const float*
 
         // Row addresses: every word's input row in projection order, then every (direction,
         // step, active sentence) in step-major order.
-        const float** xrow = at_least(sc.in, size_t((2 * D + 1) * words_));
-        const float** hprev = xrow + words_;
-        const float** grow = hprev + D * words_;
-        float** hout = at_least(sc.out, size_t(D * words_));
-        for (int64_t s = 0; s < n_; ++s)
-            for (int64_t t = 0; t < d_.lens[s]; ++t)
-                xrow[gbase_[s] + t] = x + row_of(s, t) * d_.ic;
-        project(xrow, w.wx, gproj);
+        const float** xrow = at_least(sc.in, size_t((2 * D + 1) * words));
+        const float** hprev = xrow + words;
+        const float** grow = hprev + D * words;
+        float** hout = at_least(sc.out, size_t(D * words));
+        if (d_.projection) {
+            for (int64_t s = 0; s < n; ++s)
+                for (int64_t t = 0; t < lens[s]; ++t)
+                    xrow[p.gbase_[s] + t] = x + p.row_of(s, t) * d_.ic;
+            project(p, xrow, w.wx, gproj);
+        }
+        // Row of the gates of word `word` of sentence s: projected, or x's own (ic = D*G3).
+        auto gates = [&](int64_t s, int64_t word) {
+            return d_.projection ? gproj + (p.gbase_[s] + word) * D * G3
+                                 : x + p.row_of(s, word) * d_.ic;
+        };
 
         for (int64_t d = 0; d < D; ++d) {
             const bool rev = is_reverse(d);
-            for (int64_t t = 0; t < max_len_; ++t)
-                for (int64_t i = 0; i < active_[t]; ++i) {
-                    const int64_t s = order_[i], len = d_.lens[s];
+            for (int64_t t = 0; t < max_len; ++t)
+                for (int64_t i = 0; i < p.active_[t]; ++i) {
+                    const int64_t s = p.order_[i], len = lens[s];
                     const int64_t word = rev ? len - 1 - t : t;
-                    const int64_t q = d * words_ + first_[t] + i;
-                    hout[q] = out + row_of(s, word) * cols + d * OC;
-                    grow[q] = gproj + (gbase_[s] + word) * D * G3 + d * G3;
+                    const int64_t q = d * words + p.first_[t] + i;
+                    hout[q] = out + p.row_of(s, word) * cols + d * OC;
+                    grow[q] = gates(s, word) + d * G3;
                     if (t > 0)
-                        hprev[q] = out + row_of(s, rev ? word + 1 : word - 1) * cols + d * OC;
+                        hprev[q] = out + p.row_of(s, rev ? word + 1 : word - 1) * cols + d * OC;
                     else
-                        hprev[q] = h0 ? h0 + (d * n_ + s) * OC : zeros;
+                        hprev[q] = h0 ? h0 + (d * n + s) * OC : zeros;
                 }
         }
 
         const int passes = d_.linear_before_reset ? 1 : 2;
         // Directions [d0, d0 + nd) step by step on nt threads.
         auto run = [&](int64_t d0, int64_t nd, int tid, int nt) {
-            for (int64_t t = 0; t < max_len_; ++t) {
-                const int64_t rows = active_[t];
+            for (int64_t t = 0; t < max_len; ++t) {
+                const int64_t rows = p.active_[t];
                 for (int pass = 0; pass < passes; ++pass) {
                     const GruTile<GruStep> tile_fn = d_.linear_before_reset ? k_.lbr
                                                      : pass == 0 ? k_.update_reset
@@ -168,7 +199,7 @@ void GruPrimitive::forward(const float* x, const GruWeightsView& w, const float*
                     // Consecutive items share a weight block, so a thread keeps its blocks hot.
                     for (int64_t it = lo; it < hi; ++it) {
                         const int64_t d = d0 + it / per_dir, block = it % per_dir / tiles * nb;
-                        const int64_t tile = it % tiles, q = d * words_ + first_[t];
+                        const int64_t tile = it % tiles, q = d * words + p.first_[t];
                         const GruStep st{OC,
                                          ocp_,
                                          hprev + q,
@@ -177,8 +208,8 @@ void GruPrimitive::forward(const float* x, const GruWeightsView& w, const float*
                                          w.wh + d * blocks_ * OC * kGruPackStride,
                                          w.bx + d * 3 * ocp_,
                                          w.bhc + d * ocp_,
-                                         u + d * n_ * ocp_,
-                                         rh + d * n_ * ocp_,
+                                         u + d * n * ocp_,
+                                         rh + d * n * ocp_,
                                          d_.act,
                                          d_.gate,
                                          d_.origin_mode};
@@ -192,7 +223,7 @@ void GruPrimitive::forward(const float* x, const GruWeightsView& w, const float*
             }
         };
         auto launch = [&](int64_t d0, int64_t nd) {
-            const int nt = threads_for_recurrence(nd);
+            const int nt = threads_for_recurrence(p, nd);
             if (nt > 1) {
 #pragma omp parallel num_threads(nt)
                 run(d0, nd, omp_get_thread_num(), omp_get_num_threads());
@@ -201,7 +232,7 @@ void GruPrimitive::forward(const float* x, const GruWeightsView& w, const float*
             }
         };
         const double wh_bytes = double(ocp_) * OC * 3 * sizeof(float);
-        if (D * wh_bytes <= kWeightBytesPerThread * threads_for_recurrence(D)) {
+        if (D * wh_bytes <= kWeightBytesPerThread * threads_for_recurrence(p, D)) {
             launch(0, D);
         } else {
             for (int64_t d = 0; d < D; ++d) launch(d, 1);
@@ -210,26 +241,28 @@ void GruPrimitive::forward(const float* x, const GruWeightsView& w, const float*
 
     if (!last) return;
     for (int64_t d = 0; d < D; ++d)
-        for (int64_t s = 0; s < n_; ++s) {
-            float* dst = last + (d * n_ + s) * OC;
-            const int64_t len = d_.lens[s];
+        for (int64_t s = 0; s < n; ++s) {
+            float* dst = last + (d * n + s) * OC;
+            const int64_t len = lens[s];
             if (len > 0)
-                std::memcpy(dst, out + row_of(s, is_reverse(d) ? 0 : len - 1) * cols + d * OC,
+                std::memcpy(dst, out + p.row_of(s, is_reverse(d) ? 0 : len - 1) * cols + d * OC,
                             size_t(OC) * sizeof(float));
             else if (h0)
-                std::memcpy(dst, h0 + (d * n_ + s) * OC, size_t(OC) * sizeof(float));
+                std::memcpy(dst, h0 + (d * n + s) * OC, size_t(OC) * sizeof(float));
             else
                 std::fill(dst, dst + OC, 0.0f);
         }
 }
 
-void GruPrimitive::project(const float* const* xrow, const float* wx, float* gproj) const {
+void GruPrimitive::project(const GruPlan& p, const float* const* xrow, const float* wx,
+                           float* gproj) const {
+    const int64_t words = p.words_;
     const int64_t D = d_.directions, G3 = 3 * d_.oc;
     // Items of kProjectChunk rows x one block of one direction: a thread keeps a chunk of x
     // and a block of Wx in cache. Which thread takes an item never changes a bit.
-    const int64_t chunks = (words_ + kProjectChunk - 1) / kProjectChunk;
+    const int64_t chunks = (words + kProjectChunk - 1) / kProjectChunk;
     const int64_t items = chunks * D * blocks_;
-    const double fma = double(words_) * double(D * G3) * double(d_.ic);
+    const double fma = double(words) * double(D * G3) * double(d_.ic);
     const int nt = int(std::min<double>(
         {double(max_threads()), double(items), std::max(1.0, fma / kMinProjectFmaPerThread)}));
     const int64_t tr = k_.project.rows;
@@ -238,7 +271,7 @@ void GruPrimitive::project(const float* const* xrow, const float* wx, float* gpr
         const int64_t chunk = item / (D * blocks_), d = item / blocks_ % D, block = item % blocks_;
         const GruProjection p{d_.ic, d_.oc, xrow, gproj + d * G3, D * G3,
                               wx + d * blocks_ * d_.ic * kGruPackStride};
-        const int64_t end = std::min(words_, (chunk + 1) * kProjectChunk);
+        const int64_t end = std::min(words, (chunk + 1) * kProjectChunk);
         for (int64_t r = chunk * kProjectChunk; r < end; r += tr)
             k_.project.fn(p, r, std::min(tr, end - r), block);
     }

@@ -1,7 +1,8 @@
 // The fused GRU primitive: input projection (every word, both directions) plus the recurrence
 // over time-major batches sorted by length, so step t works on exactly the sentences still
-// active and never on padding. Created once per descriptor (sentence lengths, sizes,
-// attributes); execution only runs the plan creation made.
+// active and never on padding. Created once per descriptor (layout, sizes, attributes); the
+// sentence lengths are data of each call: plan() lays out the batch per call, in storage the
+// calling thread keeps, and forward() runs it.
 //
 // Batch invariance: every output element is one fixed sequence of operations on its own
 // sentence's data, whatever the other sentences, their number, the tiles or the threads. So
@@ -13,22 +14,29 @@
 #include <cstdint>
 #include <vector>
 
+#include "descriptor.hpp"
 #include "gru_kernels.hpp"
 
 namespace fusebridge {
 
 enum class SeqLayout : int { lod = 0, tnc = 1, ntc = 2 };
 
+// What a GRU primitive is built from (the lengths are not: they are arguments of each call).
+#define FUSEBRIDGE_GRU_DESC(F)                                                                  \
+    F(SeqLayout, layout)                                                                        \
+    F(int64_t, ic)          /* columns of x: IC, or D * 3 * OC without projection */            \
+    F(int64_t, oc)                                                                              \
+    F(int64_t, directions)  /* 1 (forward or reverse) or 2 (bidirectional) */                   \
+    F(bool, reverse)        /* the single direction runs back to front */                       \
+    F(bool, linear_before_reset)                                                                \
+    F(bool, origin_mode)                                                                        \
+    F(GruAct, act)                                                                              \
+    F(GruAct, gate)                                                                             \
+    F(bool, projection)     /* x @ Wx first; false: x already holds the gates [u | r | c] */    \
+    F(Isa, isa)
+
 struct GruDesc {
-    std::vector<int64_t> lens;  // words per sentence, in the input's order
-    SeqLayout layout;
-    int64_t steps;              // T of a padded layout (>= every length); unused for lod
-    int64_t ic, oc;
-    int directions;             // 1 (forward or reverse) or 2 (bidirectional)
-    bool reverse;               // the single direction runs back to front
-    bool linear_before_reset, origin_mode;
-    GruAct act, gate;
-    Isa isa;
+    FUSEBRIDGE_DESCRIPTOR(GruDesc, FUSEBRIDGE_GRU_DESC)
 };
 
 // Packed weights (see GRUWeights in gru_weights.py): wx [D, OCp/16 blocks, IC, 3, 16];
@@ -40,30 +48,24 @@ struct GruWeightsView {
 // w [D, K, 3*OC] (canonical gate order) into the blocked layout [D, OCp/16, K, 3, 16] above.
 void pack_gru_blocks(const float* w, int64_t directions, int64_t k, int64_t oc, float* out);
 
-class GruPrimitive {
+// The batch plan of one call: where each word's rows lie and which sentences each step works
+// on. Its vectors keep their capacity from call to call, so a thread that plans again
+// allocates only when a batch outgrows every earlier one.
+class GruPlan {
    public:
-    explicit GruPrimitive(const GruDesc& desc);
-
-    // out: the input's layout with D*OC columns, padding zeroed. h0 [D, N, OC] or null (zeros);
-    // last [D, N, OC] or null.
-    void forward(const float* x, const GruWeightsView& w, const float* h0, float* out,
-                 float* last) const;
-
-    int64_t x_rows() const { return x_rows_; }  // rows of x (and of out)
     int64_t sentences() const { return n_; }
-    int64_t ic() const { return d_.ic; }
-    int64_t oc() const { return d_.oc; }
-    int64_t directions() const { return d_.directions; }
+    int64_t words() const { return words_; }
+    int64_t x_rows() const { return x_rows_; }  // rows of x (and of out)
 
    private:
+    friend class GruPrimitive;
+    // Checks the lengths (each in [0, steps] for a padded layout; their sum and the buffers'
+    // sizes within int64) and lays the batch out.
+    void build(const GruDesc& d, const int64_t* lens, int64_t n, int64_t steps);
     int64_t row_of(int64_t s, int64_t w) const { return base_[s] + w * step_; }
-    int threads_for_recurrence(int64_t directions) const;
-    // gproj row gbase_[s] + t = x row of word t of sentence s @ Wx, both directions side by side.
-    void project(const float* const* xrow, const float* wx, float* gproj) const;
 
-    const GruKernels& k_;
-    GruDesc d_;
-    int64_t n_, words_ = 0, x_rows_ = 0, ocp_, blocks_, max_len_ = 0;
+    int64_t n_ = 0, steps_ = 0, words_ = 0, x_rows_ = 0, max_len_ = 0;
+    std::vector<int64_t> lens_;     // words per sentence, in the input's order
     // Input/output row of word w of sentence s = base_[s] + w * step_ (in x and out alike).
     std::vector<int64_t> base_;
     int64_t step_ = 1;
@@ -71,6 +73,35 @@ class GruPrimitive {
     std::vector<int64_t> order_;    // sentences by length, longest first (stable)
     std::vector<int64_t> active_;   // active_[t]: sentences with more than t words
     std::vector<int64_t> first_;    // first_[t]: sum of active_ before t
+    std::vector<int64_t> slot_;     // counting sort's next slot per length
+};
+
+class GruPrimitive {
+   public:
+    explicit GruPrimitive(const GruDesc& desc);
+
+    // The plan of a batch of n sentences of lens[s] words (padded layouts: steps T >= every
+    // length; lod: steps unused), built into the calling thread's own plan, which stays valid
+    // until that thread plans again (primitives are shared by threads through the cache, so
+    // the plan cannot live in them).
+    const GruPlan& plan(const int64_t* lens, int64_t n, int64_t steps) const;
+
+    // out: the input's layout with D*OC columns, padding zeroed. h0 [D, N, OC] or null (zeros);
+    // last [D, N, OC] or null. Without projection w.wx is unused.
+    void forward(const GruPlan& p, const float* x, const GruWeightsView& w, const float* h0,
+                 float* out, float* last) const;
+
+    const GruDesc& desc() const { return d_; }
+    int64_t ocp() const { return ocp_; }  // OC rounded up to kGruBlock
+
+   private:
+    int threads_for_recurrence(const GruPlan& p, int64_t directions) const;
+    // gproj row gbase_[s] + t = x row of word t of sentence s @ Wx, both directions side by side.
+    void project(const GruPlan& p, const float* const* xrow, const float* wx, float* gproj) const;
+
+    const GruKernels& k_;
+    GruDesc d_;
+    int64_t ocp_, blocks_;
 };
 
 }  // namespace fusebridge

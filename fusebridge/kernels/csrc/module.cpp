@@ -13,8 +13,12 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <functional>
 #include <optional>
+#include <type_traits>
 
 #include "checks.hpp"
 #include "crf_decoding.hpp"
@@ -62,17 +66,14 @@ static int enum_value(const char* what, int v, int last) {
                        std::to_string(v));
     return v;
 }
-static Isa to_isa(int v) { return Isa(enum_value("isa", v, int(best_isa()))); }
-static DropoutMode to_mode(int v) { return DropoutMode(enum_value("mode", v, 1)); }
-static GruAct to_act(int v) { return GruAct(enum_value("activation", v, 3)); }
-
-// The fused ops' output geometry: the dropout of a float32 tensor whose mask is not shared.
-static DropoutDesc fused_dropout_desc(std::vector<int64_t> shape, std::vector<int64_t> global_shape,
-                                      std::vector<int64_t> start, float p, int mode, bool training,
-                                      int isa, int64_t stream_min_bytes) {
-    return DropoutDesc{shape, global_shape, start, global_shape, DType::f32, p, to_mode(mode),
-                       training, to_isa(isa), stream_min_bytes};
+// best_isa() asks the CPU (cpuid, which traps to the hypervisor in a VM: about 15 us each
+// here), and every descriptor checks its ISA when made, so the answer is kept.
+static Isa known_best_isa() {
+    static const Isa best = best_isa();
+    return best;
 }
+static Isa to_isa(int v) { return Isa(enum_value("isa", v, int(known_best_isa()))); }
+static GruAct to_act(int v) { return GruAct(enum_value("activation", v, 3)); }
 
 // A fused op's mask: checked, then zeroed (ranges on different threads OR their shared bytes).
 template <class Prim>
@@ -81,6 +82,83 @@ static uint8_t* fused_mask(const char* op, std::optional<Bytes>& mask, const Pri
     require_size(op, "mask", mask->size(), p.mask_bytes());
     std::memset(mask->data(), 0, mask->size());
     return mask->data();
+}
+
+// One descriptor field's hash (descriptor.hpp); floats as their value, so 0.0 and -0.0 agree
+// as == says.
+template <class T>
+static size_t field_hash(const T& v) {
+    if constexpr (std::is_enum_v<T>) return std::hash<int>()(int(v));
+    else if constexpr (std::is_floating_point_v<T>) return std::hash<T>()(v == 0 ? T(0) : v);
+    else return std::hash<T>()(v);
+}
+static size_t field_hash(const std::vector<int64_t>& v) {
+    size_t h = v.size();
+    for (int64_t x : v) h = h * 1000003u ^ std::hash<int64_t>()(x);
+    return h;
+}
+
+// A descriptor type (descriptor.hpp) as a Python class: built from its fields, by position or
+// keyword, each converted as nanobind converts arguments (a field that does not convert, is
+// missing or unknown is an ArgumentError naming it); fields read-only; == and hash over every
+// field, so the primitive cache (primitive_cache.py) keys on it.
+template <class Desc>
+static void bind_descriptor(nb::module_& m, const char* name) {
+    nb::class_<Desc> cls(m, name);
+    // The field names as interned Python strings, made once: keyword lookups then cost a
+    // dict probe each (descriptors are made on every kernel call).
+    static std::vector<PyObject*> keys;
+    Desc::for_each_field([&](const char* field, auto) {
+        keys.push_back(PyUnicode_InternFromString(field));
+    });
+    cls.def("__init__", [name](Desc* self, nb::args args, nb::kwargs kw) {
+        Desc d{};
+        size_t i = 0, from_kw = 0;
+        Desc::for_each_field([&](const char* field, auto member) {
+            using T = std::decay_t<decltype(d.*member)>;
+            nb::handle v;
+            if (i < args.size()) {
+                v = args[i];
+            } else if (PyObject* k = PyDict_GetItem(kw.ptr(), keys[i])) {
+                v = k;
+                ++from_kw;
+            } else {
+                fail(name, std::string("field '") + field + "' is missing");
+            }
+            if (!nb::try_cast<T>(v, d.*member))
+                fail(name, std::string("field '") + field + "' cannot take " +
+                               nb::repr(v).c_str());
+            if constexpr (std::is_same_v<T, Isa>) to_isa(int(d.*member));
+            ++i;
+        });
+        if (args.size() > i || from_kw != kw.size())
+            fail(name, "takes " + std::to_string(i) + " fields, got " +
+                           std::to_string(args.size()) + " by position and keywords " +
+                           nb::repr(kw.attr("keys")()).c_str());
+        new (self) Desc(std::move(d));
+    });
+    Desc::for_each_field([&](const char* field, auto member) { cls.def_ro(field, member); });
+    cls.def("__eq__", [](const Desc& a, const Desc& b) {
+        bool same = true;
+        Desc::for_each_field([&](const char*, auto member) { same = same && a.*member == b.*member; });
+        return same;
+    });
+    cls.def("__eq__", [](const Desc&, nb::handle) { return false; });
+    cls.def("__hash__", [](const Desc& a) {
+        size_t h = 0;
+        Desc::for_each_field([&](const char*, auto member) {
+            h = h * 1000003u ^ field_hash(a.*member);
+        });
+        return int64_t(h >> 1);
+    });
+    cls.def("__repr__", [name](nb::handle self) {
+        std::string r = std::string(name) + "(";
+        Desc::for_each_field([&](const char* field, auto) {
+            r += std::string(r.back() == '(' ? "" : ", ") + field + "=" +
+                 nb::repr(self.attr(field)).c_str();
+        });
+        return r + ")";
+    });
 }
 
 NB_MODULE(_C, m) {
@@ -100,17 +178,34 @@ NB_MODULE(_C, m) {
         },
         argument_error.release().ptr());
 
+    nb::enum_<Isa>(m, "Isa")
+        .value("scalar", Isa::scalar)
+        .value("avx2", Isa::avx2)
+        .value("avx512", Isa::avx512);
+    nb::enum_<GruAct>(m, "GruAct")
+        .value("sigmoid", GruAct::sigmoid)
+        .value("tanh", GruAct::tanh)
+        .value("relu", GruAct::relu)
+        .value("identity", GruAct::identity);
+    nb::enum_<SeqLayout>(m, "SeqLayout")
+        .value("lod", SeqLayout::lod)
+        .value("tnc", SeqLayout::tnc)
+        .value("ntc", SeqLayout::ntc);
+    nb::enum_<DType>(m, "DType")
+        .value("f32", DType::f32)
+        .value("f64", DType::f64)
+        .value("f16", DType::f16)
+        .value("bf16", DType::bf16);
+    nb::enum_<DropoutMode>(m, "DropoutMode")
+        .value("upscale_in_train", DropoutMode::upscale_in_train)
+        .value("downgrade_in_infer", DropoutMode::downgrade_in_infer);
+    bind_descriptor<GruDesc>(m, "GRUDescriptor");
+    bind_descriptor<DropoutDesc>(m, "DropoutDescriptor");
+    bind_descriptor<SoftmaxDropoutDesc>(m, "SoftmaxDropoutDescriptor");
+    bind_descriptor<MatmulDropoutDesc>(m, "MatmulDropoutDescriptor");
+
     nb::class_<SoftmaxDropoutPrimitive>(m, "SoftmaxDropoutPrimitive")
-        .def("__init__",
-             [](SoftmaxDropoutPrimitive* self, std::vector<int64_t> shape, int64_t axis,
-                std::vector<int64_t> global_shape, std::vector<int64_t> start, float p, int mode,
-                bool training, int isa, int64_t stream_min_bytes) {
-                 new (self) SoftmaxDropoutPrimitive(SoftmaxDropoutDesc{
-                     shape, axis, fused_dropout_desc(shape, global_shape, start, p, mode, training,
-                                                     isa, stream_min_bytes)});
-             },
-             "shape"_a, "axis"_a, "global_shape"_a, "start"_a, "p"_a, "mode"_a, "training"_a,
-             "isa"_a, "stream_min_bytes"_a)
+        .def(nb::init<const SoftmaxDropoutDesc&>(), "desc"_a)
         .def_prop_ro("numel", &SoftmaxDropoutPrimitive::numel)
         .def_prop_ro("mask_bytes", &SoftmaxDropoutPrimitive::mask_bytes)
         .def("forward",
@@ -140,21 +235,8 @@ NB_MODULE(_C, m) {
              "dx"_a.noconvert());
 
     nb::class_<MatmulDropoutPrimitive>(m, "MatmulDropoutPrimitive")
-        .def("__init__",
-             [](MatmulDropoutPrimitive* self, int64_t m, int64_t n, int64_t k, bool trans_a,
-                bool trans_b, bool bias, std::vector<int64_t> a_offsets,
-                std::vector<int64_t> b_offsets, int64_t a_size, int64_t b_size,
-                std::vector<int64_t> shape, std::vector<int64_t> global_shape,
-                std::vector<int64_t> start, float p, int mode, bool training, int isa,
-                int64_t stream_min_bytes) {
-                 new (self) MatmulDropoutPrimitive(MatmulDropoutDesc{
-                     m, n, k, trans_a, trans_b, bias, a_offsets, b_offsets, a_size, b_size,
-                     fused_dropout_desc(shape, global_shape, start, p, mode, training, isa,
-                                        stream_min_bytes)});
-             },
-             "m"_a, "n"_a, "k"_a, "trans_a"_a, "trans_b"_a, "bias"_a, "a_offsets"_a,
-             "b_offsets"_a, "a_size"_a, "b_size"_a, "shape"_a, "global_shape"_a, "start"_a, "p"_a,
-             "mode"_a, "training"_a, "isa"_a, "stream_min_bytes"_a)
+        .def(nb::init<const MatmulDropoutDesc&, std::vector<int64_t>, std::vector<int64_t>>(),
+             "desc"_a, "a_offsets"_a, "b_offsets"_a)
         .def_prop_ro("numel", &MatmulDropoutPrimitive::numel)
         .def_prop_ro("mask_bytes", &MatmulDropoutPrimitive::mask_bytes)
         .def_prop_ro("tile_rows", &MatmulDropoutPrimitive::tile_rows)
@@ -176,16 +258,7 @@ NB_MODULE(_C, m) {
              "seed"_a, "offset"_a);
 
     nb::class_<DropoutPrimitive>(m, "DropoutPrimitive")
-        .def("__init__",
-             [](DropoutPrimitive* self, std::vector<int64_t> shape, std::vector<int64_t> global_shape,
-                std::vector<int64_t> start, std::vector<int64_t> mask_shape, int dtype, float p,
-                int mode, bool training, int isa, int64_t stream_min_bytes) {
-                 new (self) DropoutPrimitive(DropoutDesc{
-                     shape, global_shape, start, mask_shape, DType(enum_value("dtype", dtype, 3)),
-                     p, to_mode(mode), training, to_isa(isa), stream_min_bytes});
-             },
-             "shape"_a, "global_shape"_a, "start"_a, "mask_shape"_a, "dtype"_a, "p"_a, "mode"_a,
-             "training"_a, "isa"_a, "stream_min_bytes"_a)
+        .def(nb::init<const DropoutDesc&>(), "desc"_a)
         .def_prop_ro("numel", &DropoutPrimitive::numel)
         .def_prop_ro("mask_bytes", &DropoutPrimitive::mask_bytes)
         .def("forward",
@@ -216,44 +289,55 @@ NB_MODULE(_C, m) {
              },
              "x"_a, "y"_a.noconvert(), "mask"_a);
 
+    using Lengths = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
     nb::class_<GruPrimitive>(m, "GruPrimitive")
-        .def("__init__",
-             [](GruPrimitive* self, std::vector<int64_t> lens, int layout, int64_t steps,
-                int64_t ic, int64_t oc, int directions, bool reverse, bool linear_before_reset,
-                bool origin_mode, int act, int gate, int isa) {
-                 new (self) GruPrimitive(GruDesc{
-                     lens, SeqLayout(enum_value("layout", layout, 2)), steps, ic, oc, directions,
-                     reverse, linear_before_reset, origin_mode, to_act(act), to_act(gate),
-                     to_isa(isa)});
-             },
-             "lens"_a, "layout"_a, "steps"_a, "ic"_a, "oc"_a, "directions"_a, "reverse"_a,
-             "linear_before_reset"_a, "origin_mode"_a, "act"_a, "gate"_a, "isa"_a)
+        .def(nb::init<const GruDesc&>(), "desc"_a)
+        .def_prop_ro("desc", &GruPrimitive::desc)
         .def("forward",
-             [](const GruPrimitive& self, Floats x, Floats wx, Floats wh, Floats bx, Floats bhc,
+             [](const GruPrimitive& self, Lengths lens, int64_t steps, Floats x,
+                std::optional<Floats> wx, Floats wh, Floats bx, Floats bhc,
                 std::optional<Floats> h0, FloatsOut out, std::optional<FloatsOut> last) {
-                 // The primitive checked rows * columns and ic, oc < 2**31 (gru.cpp): the weights'
-                 // and states' sizes multiply two such numbers and are checked here.
+                 // The primitive checked ic, oc < 2**31 and the plan rows * columns (gru.cpp):
+                 // the weights' and states' sizes multiply two such numbers and are checked here.
                  const char* op = "fusion_gru";
-                 const int64_t ic = self.ic(), oc = self.oc(), directions = self.directions();
-                 const int64_t ocp = (oc + kGruBlock - 1) / kGruBlock * kGruBlock;
-                 const int64_t gates = directions * ocp * 3;
-                 const int64_t states = mul_size(directions * oc, self.sentences(), op, "h0");
-                 require_size(op, "x", x.size(), self.x_rows() * ic);
-                 require_size(op, "wx", wx.size(), mul_size(gates, ic, op, "wx"));
+                 const GruDesc& d = self.desc();
+                 const GruPlan& plan = self.plan(lens.data(), int64_t(lens.shape(0)), steps);
+                 const int64_t ic = d.ic, oc = d.oc, directions = d.directions;
+                 const int64_t gates = directions * self.ocp() * 3;
+                 const int64_t states = mul_size(directions * oc, plan.sentences(), op, "h0");
+                 require_size(op, "x", x.size(), plan.x_rows() * ic);
+                 if (d.projection != bool(wx))
+                     fail(op, d.projection ? "wx is required with the input projection"
+                                           : "wx must be None without the input projection");
+                 if (wx) require_size(op, "wx", wx->size(), mul_size(gates, ic, op, "wx"));
                  require_size(op, "wh", wh.size(), mul_size(gates, oc, op, "wh"));
-                 require_size(op, "bias", bx.size(), directions * 3 * ocp);
-                 require_size(op, "bias_h", bhc.size(), directions * ocp);
+                 require_size(op, "bias", bx.size(), directions * 3 * self.ocp());
+                 require_size(op, "bias_h", bhc.size(), directions * self.ocp());
                  if (h0) require_size(op, "h0", h0->size(), states);
-                 require_size(op, "out", out.size(), self.x_rows() * directions * oc);
+                 require_size(op, "out", out.size(), plan.x_rows() * directions * oc);
                  if (last) require_size(op, "last", last->size(), states);
-                 const GruWeightsView w{wx.data(), wh.data(), bx.data(), bhc.data()};
+                 const GruWeightsView w{wx ? wx->data() : nullptr, wh.data(), bx.data(),
+                                        bhc.data()};
                  const float* h0p = h0 ? h0->data() : nullptr;
                  float* lastp = last ? last->data() : nullptr;
                  nb::gil_scoped_release release;
-                 self.forward(x.data(), w, h0p, out.data(), lastp);
+                 self.forward(plan, x.data(), w, h0p, out.data(), lastp);
              },
-             "x"_a, "wx"_a, "wh"_a, "bx"_a, "bhc"_a, "h0"_a.none(), "out"_a.noconvert(),
-             "last"_a.noconvert().none());
+             "lens"_a, "steps"_a, "x"_a, "wx"_a.none(), "wh"_a, "bx"_a, "bhc"_a, "h0"_a.none(),
+             "out"_a.noconvert(), "last"_a.noconvert().none())
+        // Nanoseconds per plan of this batch, the mean of `repeats` (benchmarks/gru_plan.py
+        // sets it against the whole call).
+        .def("plan_ns",
+             [](const GruPrimitive& self, Lengths lens, int64_t steps, int64_t repeats) {
+                 const int64_t n = int64_t(lens.shape(0));
+                 self.plan(lens.data(), n, steps);  // the thread's plan at its size
+                 const auto t0 = std::chrono::steady_clock::now();
+                 for (int64_t i = 0; i < repeats; ++i) self.plan(lens.data(), n, steps);
+                 const auto t1 = std::chrono::steady_clock::now();
+                 return std::chrono::duration<double, std::nano>(t1 - t0).count() /
+                        double(std::max<int64_t>(repeats, 1));
+             },
+             "lens"_a, "steps"_a, "repeats"_a);
 
     m.def("gru_activation",
           [](int isa, int act, Floats x, FloatsOut y) {
@@ -308,7 +392,7 @@ NB_MODULE(_C, m) {
           },
           "a"_a, "b"_a, "c"_a.noconvert(), "alpha"_a, "beta"_a);
 
-    m.def("best_isa", [] { return int(best_isa()); });
+    m.def("best_isa", [] { return int(known_best_isa()); });
     m.def("isa_name", [](int isa) { return std::string(isa_name(Isa(enum_value("isa", isa, 2)))); });
     m.def("set_num_threads", &set_num_threads, "n"_a);
     m.def("max_threads", &max_threads);

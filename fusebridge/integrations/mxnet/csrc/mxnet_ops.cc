@@ -587,11 +587,12 @@ MXReturnValue gru_forward(const Attrs& attrs, std::vector<MXTensor>* in,
         const PackedGru w = pack(m, (*in)[2].data<float>(), (*in)[3].data<float>(),
                                  (*in)[4].data<float>(), (*in)[5].data<float>());
         const fb::GruPrimitive prim(fb::GruDesc{
-            lens, g.ntc ? fb::SeqLayout::ntc : fb::SeqLayout::tnc, m.t, m.ic, m.oc,
-            g.directions, g.reverse, g.lbr, g.origin, g.act, g.gate, g_isa});
+            g.ntc ? fb::SeqLayout::ntc : fb::SeqLayout::tnc, m.ic, m.oc, g.directions,
+            g.reverse, g.lbr, g.origin, g.act, g.gate, /*projection=*/true, g_isa});
+        const fb::GruPlan& plan = prim.plan(lens.data(), int64_t(lens.size()), m.t);
         const fb::GruWeightsView view{w.wx.data(), w.wh.data(), w.bx.data(), w.bhc.data()};
-        prim.forward((*in)[0].data<float>(), view, g.has_h0 ? (*in)[6].data<float>() : nullptr,
-                     y.data<float>(), nullptr);
+        prim.forward(plan, (*in)[0].data<float>(), view,
+                     g.has_h0 ? (*in)[6].data<float>() : nullptr, y.data<float>(), nullptr);
     });
 }
 
