@@ -122,11 +122,14 @@ def split_inputs(op_type: str, inputs: Sequence[object]) -> tuple:
     return tuple(inputs)
 
 
-def kernel_call(op_type: str, attrs: GRUAttributes, inputs: Sequence[object]) -> tuple[list, dict]:
+def kernel_call(
+    op_type: str, attrs: GRUAttributes, inputs: Sequence[object], identity_wx: bool = False
+) -> tuple[list, dict]:
     """(x, wx, wh, bias) and the keyword arguments of kernels.fusion_gru / reference.gru for a
-    GRU or FusionGRU node. The GRU op's input is already projected: its Wx is the identity."""
+    GRU or FusionGRU node. The GRU op's input is already projected: its wx is None (the kernel
+    reads the gates from x), or with identity_wx the identity (for reference.gru)."""
     x, lengths, wx, wh, bias, bias_h, h0 = split_inputs(op_type, inputs)
-    if wx is None:
+    if wx is None and identity_wx:
         wx = _identity_projection(np.shape(wh)[0], np.shape(wh)[-2])
     kwargs = attrs.kernel_arguments()
     kwargs.update(bias_h=bias_h, h0=h0)
@@ -186,7 +189,7 @@ class GRU(ReferenceOp):
 
     def _run(self, *inputs, **_):
         padded = list(inputs) + [None] * (len(self.schema.inputs) - len(inputs))
-        (x, wx, wh, bias), kw = kernel_call(type(self).__name__, self.attrs(), padded)
+        (x, wx, wh, bias), kw = kernel_call(type(self).__name__, self.attrs(), padded, True)
         _lengths_checked(x, kw)
         hidden, last = reference.gru(x, wx, wh, bias, **kw)
         return (hidden.astype(np.float32), last.astype(np.float32))[: self.n_outputs]
