@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "dropout_kernels.hpp"
+#include "isa.hpp"
 
 namespace fusebridge {
 
