@@ -74,7 +74,8 @@ def installed_kernels() -> KernelsLibrary:
         raise ExecutionError(
             f"fusebridge: the compiled kernels' manifest {manifest} is missing or unreadable "
             f"({exc}); `pip install` puts it and the kernels library beside "
-            "fusebridge.kernels._C (CMake's fusebridge/kernels/lib), reinstall fusebridge"
+            "fusebridge.kernels._C, in fusebridge/kernels/lib: reinstall fusebridge (or, "
+            "where a built _C was copied into a source tree, copy that lib folder beside it)"
         ) from exc
     if not archive.is_file():
         raise ExecutionError(

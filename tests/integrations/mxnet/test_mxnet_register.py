@@ -2,12 +2,14 @@
 through nd, autograd and bound symbols, and clear MXNet errors for bad input and for the GRU's
 gradient."""
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import textwrap
+import types
 from dataclasses import replace
 from pathlib import Path
 
@@ -381,3 +383,18 @@ def test_the_library_holds_the_kernels_but_exports_only_lib_api(library):
     exported = symbols("-D")
     assert "fusebridge::" not in exported
     assert " initialize" in exported
+
+
+def test_a_missing_kernels_library_is_an_execution_error(tmp_path, monkeypatch):
+    from fusebridge.errors import ExecutionError
+    from fusebridge.integrations.mxnet import op_library
+    from fusebridge.kernels import core
+
+    monkeypatch.setattr(core, "_C", types.SimpleNamespace(__file__=str(tmp_path / "_C.so")))
+    with pytest.raises(ExecutionError, match=r"lib/fusebridge_kernels\.json is missing"):
+        op_library.installed_kernels()
+    (tmp_path / "lib").mkdir()
+    manifest = {"library": "libgone.a", "compiler": "g++", "compile_flags": [], "link_flags": []}
+    (tmp_path / "lib" / "fusebridge_kernels.json").write_text(json.dumps(manifest))
+    with pytest.raises(ExecutionError, match=r"lib/libgone\.a named by .* is missing"):
+        op_library.installed_kernels()
