@@ -1,10 +1,14 @@
 """The compiled core's settings and its BLAS."""
 
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 from gemm_bound import gemm_error_bound
 
 from fusebridge import ArgumentError, kernels
+from fusebridge.kernels import core
 
 GEMM_SHAPES = [(1, 1, 1), (3, 5, 2), (64, 33, 17), (301, 257, 129), (20, 64, 1000), (600, 40, 1100)]
 
@@ -92,3 +96,18 @@ def test_fusebridge_isa_caps_the_isas_like_a_narrower_cpu(cap, tmp_path):
         [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True
     )
     assert out.returncode != 0 and "FUSEBRIDGE_ISA: expected one of" in out.stderr
+
+
+@pytest.mark.skipif(shutil.which("nm") is None, reason="needs binutils' nm")
+def test_the_core_exports_no_kernel_symbol():
+    """The kernels library is linked into _C with its symbols hidden: nothing but the module's
+    init leaves _C, so no other library (the MXNet ops' copy of the kernels) can bind to ours,
+    and calls between kernels need no PLT."""
+    exported = subprocess.run(
+        ["nm", "-D", "-C", "--defined-only", core._C.__file__],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "PyInit__C" in exported
+    assert "fusebridge::" not in exported

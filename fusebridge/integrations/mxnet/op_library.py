@@ -1,6 +1,9 @@
-"""fusebridge's ops inside a running MXNet 1.9, natively: a C++ library built against the
-lib_api.h the mxnet wheel ships (MX_LIBRARY_VERSION 11), compiled with g++ on first use, cached,
-and loaded with mx.library.load. It registers
+"""fusebridge's ops inside a running MXNet 1.9, natively: a C++ library built on first use (the
+lib_api.h it is built against ships with the mxnet wheel, MX_LIBRARY_VERSION 11), cached, and
+loaded with mx.library.load. Only its glue (csrc/mxnet_ops.cc) and lib_api.cc are compiled
+here; the kernels are the static library CMake compiled for fusebridge.kernels._C and installed
+beside it, linked with the flags CMake wrote next to it (docs/design.md, "One native build").
+It registers
 
 - `fusebridge_dropout(x, p=0.5, seed, offset=0, axes=(), mode='upscale_in_train',
   is_test=False) -> (y, mask)` with backward: the bits of fusebridge.kernels.dropout;
@@ -16,46 +19,70 @@ See csrc/mxnet_ops.cc for the exact contracts. `register` is fusebridge.integrat
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from fusebridge.errors import ExecutionError
 
 LIBRARY_NAME = "libfusebridge_mxnet.so"
 _KEY_NAME = "libfusebridge_mxnet.key"
-_CSRC = Path(__file__).resolve().parent / "csrc"
-_KERNELS = Path(__file__).resolve().parents[2] / "kernels" / "csrc"
-
-# The kernel sources _C is built from (CMakeLists.txt) minus the nanobind glue and the CRF, each
-# ISA's file with that ISA's flags only: isa.cpp picks the widest the CPU runs, at run time.
-_AVX2 = ("-mavx2", "-mfma", "-mbmi2", "-mf16c")
-_AVX512 = ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", *_AVX2)
-_KERNEL_SOURCES = {  # slowest first: the build runs them in parallel in this order
-    "gru_avx512.cpp": _AVX512,
-    "gru_scalar.cpp": (),
-    "gru_avx2.cpp": _AVX2,
-    "dropout_avx512.cpp": _AVX512,
-    "dropout_avx2.cpp": _AVX2,
-    "gru.cpp": (),
-    "dropout.cpp": (),
-    "dropout_scalar.cpp": (),
-    "runtime.cpp": (),
-    "isa.cpp": (),
-}
-_CXXFLAGS = ("-O3", "-std=c++17", "-fopenmp", "-fPIC")
+_GLUE = Path(__file__).resolve().parent / "csrc" / "mxnet_ops.cc"
+_KERNEL_HEADERS = Path(__file__).resolve().parents[2] / "kernels" / "csrc"
+# Written by CMake (CMakeLists.txt) beside the kernels library it installs.
+_MANIFEST_NAME = "fusebridge_kernels.json"
 # Only lib_api's C entry points leave the library: our copy of the kernels must not bind to (or
 # be bound by) the same symbols in fusebridge.kernels._C or another MXNet library.
 _EXPORTS = "{ global: _op*; _part*; _pass*; _msg*; initialize; local: *; };\n"
-# Measured on a 2-core VM (parallel compile, then link).
-_BUILD_ESTIMATE = "about 20 s"
+# Measured on a 2-core VM (the glue and lib_api.cc compiled in parallel, then the link).
+_BUILD_ESTIMATE = "about 10 s"
 
 _lock = threading.Lock()
 _loaded: Path | None = None
+
+
+@dataclass(frozen=True)
+class KernelsLibrary:
+    """The kernels as CMake compiled them for _C: the static library installed beside _C
+    (fusebridge/kernels/lib), and the flags from CMake's manifest that code linking it compiles
+    and links with."""
+
+    archive: Path
+    manifest: Path
+    compiler: str
+    compile_flags: tuple[str, ...]
+    link_flags: tuple[str, ...]
+
+
+def installed_kernels() -> KernelsLibrary:
+    """The kernels library that the imported fusebridge.kernels._C was built with."""
+    from fusebridge.kernels import core
+
+    manifest = Path(core._C.__file__).resolve().parent / "lib" / _MANIFEST_NAME
+    try:
+        spec = json.loads(manifest.read_text())
+        archive = manifest.parent / spec["library"]
+        flags = tuple(spec["compile_flags"]), tuple(spec["link_flags"])
+        compiler = spec["compiler"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ExecutionError(
+            f"fusebridge: the compiled kernels' manifest {manifest} is missing or unreadable "
+            f"({exc}); `pip install` puts it and the kernels library beside "
+            "fusebridge.kernels._C, in fusebridge/kernels/lib: reinstall fusebridge (or, "
+            "where a built _C was copied into a source tree, copy that lib folder beside it)"
+        ) from exc
+    if not archive.is_file():
+        raise ExecutionError(
+            f"fusebridge: the compiled kernels library {archive} named by {manifest} is "
+            "missing; reinstall fusebridge"
+        )
+    return KernelsLibrary(archive, manifest, compiler, *flags)
 
 
 def _mxnet_files(mx: object) -> tuple[Path, Path]:
@@ -70,22 +97,27 @@ def _mxnet_files(mx: object) -> tuple[Path, Path]:
     return include, lib_api_cc
 
 
-def _build_key(mx: object, lib_api_cc: Path, include: Path, openblas_lib: str) -> str:
-    """Hash of everything the library is made from, so a changed source or MXNet rebuilds."""
+def _build_key(mx: object, lib_api_cc: Path, include: Path, kernels: KernelsLibrary) -> str:
+    """Hash of everything the library is made from (the glue, the kernels library and its
+    headers and flags, MXNet's lib_api), so a changed input or MXNet rebuilds."""
+    import scipy_openblas32
+
     h = hashlib.sha256()
-    files = sorted(_CSRC.rglob("*")) + sorted(_KERNELS.glob("*.hpp"))
-    files += [_KERNELS / name for name in _KERNEL_SOURCES]
+    files = [_GLUE, *sorted(_KERNEL_HEADERS.glob("*.hpp")), kernels.archive, kernels.manifest]
     files += [include / "mxnet" / "lib_api.h", lib_api_cc]
     for f in files:
-        if f.is_file():
-            h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
-    meta = [mx.__version__, _compiler(), *_CXXFLAGS, repr(_KERNEL_SOURCES), _EXPORTS, openblas_lib]
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    blas = [scipy_openblas32.get_lib_dir(), scipy_openblas32.get_library()]
+    meta = [mx.__version__, _compiler(kernels), _EXPORTS, *blas]
     h.update("\0".join(meta).encode())
     return h.hexdigest()[:16]
 
 
-def _compiler() -> str:
-    return os.environ.get("CXX", "g++")
+def _compiler(kernels: KernelsLibrary) -> str:
+    """$CXX, else the compiler CMake built the kernels with where it exists here, else g++."""
+    if "CXX" in os.environ:
+        return os.environ["CXX"]
+    return kernels.compiler if Path(kernels.compiler).is_file() else "g++"
 
 
 def _default_dir(key: str) -> Path:
@@ -107,27 +139,29 @@ def _run(cmd: list[str]) -> str | None:
     return f"$ {' '.join(cmd)}\n{tail}"
 
 
-def _build(target: Path, include: Path, lib_api_cc: Path) -> None:
+def _build(target: Path, include: Path, lib_api_cc: Path, kernels: KernelsLibrary) -> None:
+    """Compiles the glue and MXNet's lib_api.cc with the kernels' flags and links them with the
+    kernels library: no kernel source is compiled here."""
     import scipy_openblas32
 
-    blas_include, blas_lib = scipy_openblas32.get_include_dir(), scipy_openblas32.get_lib_dir()
-    cxx = _compiler()
-    includes = [f"-I{include}", f"-I{_KERNELS}", f"-I{blas_include}"]
-    sources = [(lib_api_cc, ()), (_CSRC / "mxnet_ops.cc", ())]
-    sources += [(_KERNELS / name, flags) for name, flags in _KERNEL_SOURCES.items()]
+    blas_lib = scipy_openblas32.get_lib_dir()
+    cxx = _compiler(kernels)
+    includes = [f"-I{include}", f"-I{_KERNEL_HEADERS}"]
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
         work = Path(tmp)
         jobs = []
-        for i, (src, flags) in enumerate(sources):
-            obj = work / f"{i:02d}_{src.stem}.o"
-            jobs.append((obj, [cxx, *_CXXFLAGS, *flags, *includes, "-c", str(src), "-o", str(obj)]))
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        for src in (lib_api_cc, _GLUE):
+            obj = work / f"{src.stem}.o"
+            jobs.append(
+                (obj, [cxx, *kernels.compile_flags, *includes, "-c", str(src), "-o", str(obj)])
+            )
+        with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
             errors = [e for e in pool.map(_run, [cmd for _, cmd in jobs]) if e]
         if not errors:
             exports = work / "exports.map"
             exports.write_text(_EXPORTS)
-            link = [cxx, "-shared", "-fopenmp", *(str(obj) for obj, _ in jobs)]
-            link += ["-o", str(work / LIBRARY_NAME), f"-L{blas_lib}"]
+            link = [cxx, "-shared", *(str(obj) for obj, _ in jobs), str(kernels.archive)]
+            link += [*kernels.link_flags, "-o", str(work / LIBRARY_NAME), f"-L{blas_lib}"]
             link += [f"-l{scipy_openblas32.get_library()}", f"-Wl,-rpath,{blas_lib}"]
             link += [f"-Wl,--version-script={exports}"]
             error = _run(link)
@@ -141,18 +175,19 @@ def _build(target: Path, include: Path, lib_api_cc: Path) -> None:
 def register(cache_dir: str | os.PathLike | None = None, force_rebuild: bool = False) -> Path:
     """Loads fusebridge's MXNet op library into the running MXNet, building it first when the
     cache lacks it; returns its path. The cache directory is `cache_dir`, else
-    $FUSEBRIDGE_MXNET_CACHE, else ~/.cache/fusebridge/mxnet-<version>-<hash of the sources and
-    the MXNet version>. Idempotent within a process: MXNet cannot unload ops, so once loaded
-    later calls (force_rebuild included) return the loaded library's path."""
+    $FUSEBRIDGE_MXNET_CACHE, else ~/.cache/fusebridge/mxnet-<version>-<hash of the glue, the
+    kernels library and the MXNet version>. Idempotent within a process: MXNet cannot unload
+    ops, so once loaded later calls (force_rebuild included) return the loaded library's
+    path."""
     global _loaded
     with _lock:
         if _loaded is not None:
             return _loaded
         import mxnet as mx
-        import scipy_openblas32
 
         include, lib_api_cc = _mxnet_files(mx)
-        key = _build_key(mx, lib_api_cc, include, scipy_openblas32.get_lib_dir())
+        kernels = installed_kernels()
+        key = _build_key(mx, lib_api_cc, include, kernels)
         chosen = cache_dir or os.environ.get("FUSEBRIDGE_MXNET_CACHE")
         directory = Path(chosen).expanduser().resolve() if chosen else _default_dir(key)
         path, key_file = directory / LIBRARY_NAME, directory / _KEY_NAME
@@ -167,7 +202,7 @@ def register(cache_dir: str | os.PathLike | None = None, force_rebuild: bool = F
                 file=sys.stderr,
                 flush=True,
             )
-            _build(path, include, lib_api_cc)
+            _build(path, include, lib_api_cc, kernels)
             key_file.write_text(key + "\n")
         try:
             mx.library.load(str(path), verbose=False)

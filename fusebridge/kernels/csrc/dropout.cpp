@@ -7,6 +7,7 @@
 
 #include "bits.hpp"
 #include "checks.hpp"
+#include "dispatch.hpp"
 #include "philox.hpp"
 #include "runtime.hpp"
 
@@ -45,7 +46,7 @@ int64_t row_start(const std::vector<Dim>& outer, int64_t row, int64_t base) {
 }  // namespace
 
 DropoutPrimitive::DropoutPrimitive(const DropoutDesc& desc)
-    : k_(kernels_for(desc.isa)), dtype_(desc.dtype), itemsize_(dtype_size(desc.dtype)) {
+    : k_(dropout_kernels_for(desc.isa)), dtype_(desc.dtype), itemsize_(dtype_size(desc.dtype)) {
     const char* op = "dropout";
     const size_t nd = desc.shape.size();
     if (desc.global_shape.size() != nd || desc.start.size() != nd || desc.mask_shape.size() != nd)

@@ -7,6 +7,7 @@
 
 #include "descriptor.hpp"
 #include "dropout_kernels.hpp"
+#include "isa.hpp"
 
 namespace fusebridge {
 

@@ -1,10 +1,10 @@
-// The per-ISA inner loops of dropout: one table per instruction set, chosen at run time.
+// The per-ISA inner loops of dropout: one table per instruction set, chosen at run time
+// (dispatch.hpp).
 #pragma once
 #include <cstdint>
 
 namespace fusebridge {
 
-enum class Isa : int { scalar = 0, avx2 = 1, avx512 = 2 };
 enum class DType : int { f32 = 0, f64 = 1, f16 = 2, bf16 = 3 };
 
 // A 16-bit float or bfloat16 travels as its raw bits.
@@ -31,9 +31,5 @@ struct DropoutKernels {
 const DropoutKernels& kernels_scalar();
 const DropoutKernels& kernels_avx2();
 const DropoutKernels& kernels_avx512();
-
-Isa best_isa();                       // what this CPU (and OS) can run
-const DropoutKernels& kernels_for(Isa isa);
-const char* isa_name(Isa isa);
 
 }  // namespace fusebridge

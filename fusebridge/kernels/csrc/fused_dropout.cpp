@@ -9,6 +9,7 @@
 #include <cstring>
 #include <stdexcept>
 #include "checks.hpp"
+#include "dispatch.hpp"
 #include "runtime.hpp"
 
 namespace fusebridge {
@@ -412,16 +413,6 @@ void MatmulDropoutPrimitive::forward(const float* a, const float* b, const float
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (size_t i = 0; i < work.size(); ++i)
         run_tile(work[i], a, b, bias, y, mask, seed, offset);
-}
-
-// ---- dispatch -----------------------------------------------------------------------------
-
-const FusedKernels& fused_kernels_for(Isa isa) {
-    switch (isa) {
-        case Isa::avx512: return fused_kernels_avx512();
-        case Isa::avx2: return fused_kernels_avx2();
-        default: return fused_kernels_scalar();
-    }
 }
 
 }  // namespace fusebridge

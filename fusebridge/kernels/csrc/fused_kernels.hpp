@@ -5,7 +5,6 @@
 #pragma once
 #include <cstdint>
 
-#include "dropout_kernels.hpp"  // Isa
 
 namespace fusebridge {
 
@@ -33,6 +32,5 @@ struct FusedKernels {
 const FusedKernels& fused_kernels_scalar();
 const FusedKernels& fused_kernels_avx2();
 const FusedKernels& fused_kernels_avx512();
-const FusedKernels& fused_kernels_for(Isa isa);
 
 }  // namespace fusebridge

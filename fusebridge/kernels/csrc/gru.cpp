@@ -10,6 +10,7 @@
 #include <string>
 
 #include "checks.hpp"
+#include "dispatch.hpp"
 #include "runtime.hpp"
 
 namespace fusebridge {
@@ -286,14 +287,6 @@ void pack_gru_blocks(const float* w, int64_t directions, int64_t k, int64_t oc, 
                 for (int64_t u = 0; u < oc; ++u)
                     out[(((d * blocks + u / B) * k + i) * 3 + gate) * B + u % B] =
                         w[(d * k + i) * G3 + gate * oc + u];
-}
-
-const GruKernels& gru_kernels_for(Isa isa) {
-    switch (isa) {
-        case Isa::avx512: return gru_kernels_avx512();
-        case Isa::avx2: return gru_kernels_avx2();
-        default: return gru_kernels_scalar();
-    }
 }
 
 }  // namespace fusebridge

@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "dropout_kernels.hpp"  // Isa
+#include "isa.hpp"  // Isa, which gru.hpp's descriptor names
 
 namespace fusebridge {
 
@@ -70,6 +70,5 @@ struct GruKernels {
 const GruKernels& gru_kernels_scalar();
 const GruKernels& gru_kernels_avx2();
 const GruKernels& gru_kernels_avx512();
-const GruKernels& gru_kernels_for(Isa isa);
 
 }  // namespace fusebridge

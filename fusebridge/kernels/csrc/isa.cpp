@@ -1,7 +1,7 @@
 // Run-time ISA detection: CPUID feature bits plus XGETBV, so the OS must also save the state.
 #include <cpuid.h>
 
-#include "dropout_kernels.hpp"
+#include "isa.hpp"
 
 namespace fusebridge {
 
@@ -24,14 +24,6 @@ Isa best_isa() {
     const bool avx512 = (b & bit_AVX512F) && (b & bit_AVX512BW) && (b & bit_AVX512VL) &&
                         (b & bit_AVX512DQ) && (xcr0 & 0xE0) == 0xE0;  // opmask, ZMM state
     return avx512 ? Isa::avx512 : Isa::avx2;
-}
-
-const DropoutKernels& kernels_for(Isa isa) {
-    switch (isa) {
-        case Isa::avx512: return kernels_avx512();
-        case Isa::avx2: return kernels_avx2();
-        default: return kernels_scalar();
-    }
 }
 
 const char* isa_name(Isa isa) {

@@ -22,6 +22,7 @@
 
 #include "checks.hpp"
 #include "crf_decoding.hpp"
+#include "dispatch.hpp"
 #include "dropout.hpp"
 #include "fused_dropout.hpp"
 #include "gru.hpp"

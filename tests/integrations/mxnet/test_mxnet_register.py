@@ -2,11 +2,16 @@
 through nd, autograd and bound symbols, and clear MXNet errors for bad input and for the GRU's
 gradient."""
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import textwrap
+import types
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -340,3 +345,56 @@ def test_build_failure_raises_execution_error(tmp_path):
     assert "ExecutionError: fusebridge: building the MXNet op library failed" in proc.stdout
     assert "no-such-compiler" in proc.stdout
     assert not (tmp_path / LIBRARY_NAME).exists()
+
+
+def test_the_library_links_the_kernels_installed_beside_core(library, tmp_path):
+    """One native build: the MXNet library is the glue linked with the very kernels library
+    CMake compiled for _C (installed beside it); a changed kernels library means a rebuild."""
+    from fusebridge.integrations.mxnet import op_library
+    from fusebridge.kernels import core
+
+    kernels = op_library.installed_kernels()
+    assert kernels.archive.parent == Path(core._C.__file__).resolve().parent / "lib"
+    include, lib_api_cc = op_library._mxnet_files(mx)
+
+    def key(archive: Path) -> str:
+        return op_library._build_key(mx, lib_api_cc, include, replace(kernels, archive=archive))
+
+    same, changed = tmp_path / "same" / kernels.archive.name, tmp_path / kernels.archive.name
+    same.parent.mkdir()
+    same.write_bytes(kernels.archive.read_bytes())
+    changed.write_bytes(kernels.archive.read_bytes() + b"\0")
+    assert key(same) == key(kernels.archive)  # the bytes count, not the path
+    assert key(changed) != key(kernels.archive)
+    assert (library.parent / "libfusebridge_mxnet.key").read_text().strip() == key(same)
+
+
+@pytest.mark.skipif(shutil.which("nm") is None, reason="needs binutils' nm")
+def test_the_library_holds_the_kernels_but_exports_only_lib_api(library):
+    def symbols(*flags: str) -> str:
+        return subprocess.run(
+            ["nm", "-C", "--defined-only", *flags, str(library)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    assert "fusebridge::dropout_kernels_for" in symbols()  # linked in, from the archive
+    exported = symbols("-D")
+    assert "fusebridge::" not in exported
+    assert " initialize" in exported
+
+
+def test_a_missing_kernels_library_is_an_execution_error(tmp_path, monkeypatch):
+    from fusebridge.errors import ExecutionError
+    from fusebridge.integrations.mxnet import op_library
+    from fusebridge.kernels import core
+
+    monkeypatch.setattr(core, "_C", types.SimpleNamespace(__file__=str(tmp_path / "_C.so")))
+    with pytest.raises(ExecutionError, match=r"lib/fusebridge_kernels\.json is missing"):
+        op_library.installed_kernels()
+    (tmp_path / "lib").mkdir()
+    manifest = {"library": "libgone.a", "compiler": "g++", "compile_flags": [], "link_flags": []}
+    (tmp_path / "lib" / "fusebridge_kernels.json").write_text(json.dumps(manifest))
+    with pytest.raises(ExecutionError, match=r"lib/libgone\.a named by .* is missing"):
+        op_library.installed_kernels()
