@@ -11,7 +11,7 @@ static unsigned long long xgetbv0() {
     return (static_cast<unsigned long long>(edx) << 32) | eax;
 }
 
-Isa best_isa() {
+static Isa detect_isa() {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return Isa::scalar;
     const bool osxsave = c & bit_OSXSAVE, fma = c & bit_FMA, f16c = c & bit_F16C;
@@ -24,6 +24,13 @@ Isa best_isa() {
     const bool avx512 = (b & bit_AVX512F) && (b & bit_AVX512BW) && (b & bit_AVX512VL) &&
                         (b & bit_AVX512DQ) && (xcr0 & 0xE0) == 0xE0;  // opmask, ZMM state
     return avx512 ? Isa::avx512 : Isa::avx2;
+}
+
+// cpuid traps to the hypervisor in a VM (about 15 us each on the test machine), and every
+// descriptor checks its ISA when made: the CPU is asked once.
+Isa best_isa() {
+    static const Isa best = detect_isa();
+    return best;
 }
 
 const char* isa_name(Isa isa) {

@@ -67,13 +67,7 @@ static int enum_value(const char* what, int v, int last) {
                        std::to_string(v));
     return v;
 }
-// best_isa() asks the CPU (cpuid, which traps to the hypervisor in a VM: about 15 us each
-// here), and every descriptor checks its ISA when made, so the answer is kept.
-static Isa known_best_isa() {
-    static const Isa best = best_isa();
-    return best;
-}
-static Isa to_isa(int v) { return Isa(enum_value("isa", v, int(known_best_isa()))); }
+static Isa to_isa(int v) { return Isa(enum_value("isa", v, int(best_isa()))); }
 static GruAct to_act(int v) { return GruAct(enum_value("activation", v, 3)); }
 
 // A fused op's mask: checked, then zeroed (ranges on different threads OR their shared bytes).
@@ -393,7 +387,7 @@ NB_MODULE(_C, m) {
           },
           "a"_a, "b"_a, "c"_a.noconvert(), "alpha"_a, "beta"_a);
 
-    m.def("best_isa", [] { return int(known_best_isa()); });
+    m.def("best_isa", [] { return int(best_isa()); });
     m.def("isa_name", [](int isa) { return std::string(isa_name(Isa(enum_value("isa", isa, 2)))); });
     m.def("set_num_threads", &set_num_threads, "n"_a);
     m.def("max_threads", &max_threads);
