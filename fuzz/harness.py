@@ -222,7 +222,7 @@ def run_in_worker(args: list[str], timeout: float) -> list[Outcome]:
         "import sys; sys.path.append(sys.argv[1]); import fuzz.harness as h; h.main(sys.argv[2:])"
     )
     done = subprocess.run(
-        [sys.executable, "-I", "-c", code, str(repo), *args],
+        [sys.executable, "-I", "-B", "-c", code, str(repo), *args],
         capture_output=True,
         text=True,
         timeout=timeout,
