@@ -110,4 +110,6 @@ def test_the_core_exports_no_kernel_symbol():
         check=True,
     ).stdout
     assert "PyInit__C" in exported
-    assert "fusebridge::" not in exported
+    # The enums bound for Python keep their RTTI (nanobind compares types by it): data only.
+    code = [line for line in exported.splitlines() if "typeinfo" not in line]
+    assert not [line for line in code if "fusebridge::" in line]
