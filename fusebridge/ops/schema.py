@@ -221,19 +221,6 @@ _ONNX_TENSOR_TYPES = (
 )
 
 
-_ONNX_TENSOR_TYPES = (
-    "float",
-    "double",
-    "float16",
-    "bfloat16",
-    "int64",
-    "int32",
-    "int8",
-    "uint8",
-    "bool",
-)
-
-
 def markdown(schemas: Sequence[OpSchema]) -> str:
     """docs/ops.md: the fusebridge op reference."""
     lines = [
