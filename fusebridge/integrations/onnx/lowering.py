@@ -12,13 +12,17 @@ from fusebridge.integrations.onnx.standard_ops import OpBuilder
 from fusebridge.ops.common import where
 
 
-def replace_node(graph: ir.Graph, node: ir.Node, op: OpBuilder, outputs: list[ir.Value]) -> None:
+def replace_node(
+    graph: ir.Graph, node: ir.Node, op: OpBuilder, outputs: list[ir.Value | None]
+) -> None:
     """Puts the builder's nodes and initializers where `node` was; its outputs (names, types,
-    graph outputs) pass to `outputs`."""
+    graph outputs) pass to `outputs`, position by position. An output given as None (or left
+    off at the end) goes with the node: nothing may read it."""
     for value in op.initializers:
         graph.register_initializer(value)
+    pairs = [(old, new) for old, new in zip(node.outputs, outputs) if new is not None]
     ir.convenience.replace_nodes_and_values(
-        graph, node, [node], list(op.nodes), list(node.outputs)[: len(outputs)], outputs
+        graph, node, [node], list(op.nodes), [old for old, _ in pairs], [new for _, new in pairs]
     )
 
 

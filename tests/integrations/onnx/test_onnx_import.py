@@ -16,7 +16,7 @@ from onnx_models import gru_model
 
 import fusebridge as fb
 from fusebridge import kernels
-from fusebridge.integrations.onnx.load import import_onnx
+from fusebridge.integrations.onnx.load import LOAD_REPORT, import_onnx
 
 
 def _import(proto: onnx.ModelProto) -> ir.Model:
@@ -140,25 +140,35 @@ def test_projection_fold_refusals():
         ({"activations": ["Sigmoid", "Affine"]}, "Affine is supported as the identity only"),
     ],
 )
-def test_unsupported_gru_attributes_are_named(change, message):
+def test_unsupported_gru_attributes_stay_onnx_gru_and_are_named(change, message):
+    """A GRU our op does not take stays ONNX's GRU, run by ONNX Runtime: the model loads and
+    runs equal to ONNX Runtime on the original, and the report names the node and why."""
     direction = "bidirectional" if len(change.get("activations", [])) == 4 else "forward"
     proto = gru_model(direction=direction)
     gru = next(n for n in proto.graph.node if n.op_type == "GRU")
     gru.name = "the_gru"
     for key, value in change.items():
         gru.attribute.append(helper.make_attribute(key, value))
-    with pytest.raises(fb.UnsupportedOpError, match="ONNX GRU node 'the_gru'") as info:
-        _import(proto)
-    assert message in str(info.value)
+    model = _import(proto)
+    assert [(n.domain, n.op_type) for n in model.graph] == [("", "GRU")]
+    (refusal,) = model.meta[LOAD_REPORT].refusals("import_gru")
+    assert refusal[0] == "the_gru"
+    assert message in refusal[1] and "stays (run by ONNX Runtime)" in refusal[1]
+    feeds = _feeds(proto, [3, 1, 5])
+    _assert_close(fb.Session(model).run(feeds), _ort(proto, feeds))
 
 
-def test_computed_gru_weights_are_named():
+def test_computed_gru_weights_stay_onnx_gru_and_are_named():
     proto = gru_model()
     w = next(i for i in proto.graph.initializer if i.name == "W")
     proto.graph.input.append(helper.make_tensor_value_info("W", TensorProto.FLOAT, w.dims))
     proto.graph.initializer.remove(w)
-    with pytest.raises(fb.UnsupportedOpError, match="input W 'W' is computed"):
-        _import(proto)
+    model = _import(proto)
+    assert [n.op_type for n in model.graph] == ["GRU"]
+    ((node, why),) = model.meta[LOAD_REPORT].refusals("import_gru")
+    assert node == "" and "input W 'W' is computed in the graph" in why
+    feeds = {**_feeds(proto, [3, 1]), "W": numpy_helper.to_array(w)}
+    _assert_close(fb.Session(model).run(feeds), _ort(proto, feeds))
 
 
 def _dropout_model(ratio=None, training=None, seed=None, mask=False) -> onnx.ModelProto:
