@@ -18,6 +18,7 @@ import fusebridge
 from fusebridge import kernels, output_files
 from fusebridge.errors import ArgumentError, Error
 from fusebridge.fuse_passes import PIPELINES
+from fusebridge.integrations.onnx.load import LOAD_REPORT
 
 DEMO_RUNS = 20  # timed runs of each demo variant
 
@@ -113,6 +114,9 @@ def optimize_command(
     print(f"before: {_op_counts(model.graph)}")
     print(f"after:  {_op_counts(optimized.graph)}")
     if explain:
+        loaded = model.meta.get(LOAD_REPORT)
+        if loaded is not None:  # an ONNX file: what its import did
+            print(loaded.text())
         print(report.text())
     fusebridge.save_onnx(optimized, out)
     standard = pipeline in ("portable", "lowering")

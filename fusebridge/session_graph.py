@@ -78,6 +78,8 @@ def _check_scope(
         define(v, f"initializer {v.name!r}")
     for node in graph:
         for v in node.outputs:
+            if not v.name and not v.uses() and not v.is_graph_output():
+                continue  # an optional output left off (ONNX writes it as ""; nothing reads it)
             define(v, f"output {v.name!r} of {describe(node)}")
 
     def read(value: ir.Value, reader: str) -> ir.Value:

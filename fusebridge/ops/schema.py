@@ -142,7 +142,6 @@ def distinct_axes(axes: tuple[int, ...], rank: int | None) -> str | None:
 def register_onnx_schemas(schemas: Sequence[OpSchema]) -> None:
     """Our schemas in onnx's registry, so that onnx.checker's full check and shape inference
     know our ops' output types (a Python process-wide registry: done once, at import)."""
-    import onnx
     from onnx import defs
 
     any_tensor = [f"tensor({t})" for t in _ONNX_TENSOR_TYPES]
@@ -189,23 +188,35 @@ def register_onnx_schemas(schemas: Sequence[OpSchema]) -> None:
         )
 
         def infer(ctx, types=s.output_types, ranks=s.output_ranks) -> None:
-            first = ctx.get_input_type(0)
-            if first is None or not first.HasField("tensor_type"):
-                return  # an input of unknown type (a malformed graph): nothing to infer
-            x = first.tensor_type
             for i in range(ctx.get_num_outputs()):
-                if types[i] == "X":
-                    elem = x.elem_type
-                else:
-                    elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(types[i]))
-                rank = ranks[i]
-                if isinstance(rank, str):
-                    rank = len(x.shape.dim) + int(rank[1:] or 0) if x.HasField("shape") else None
-                shape = None if rank is None else [None] * rank
-                ctx.set_output_type(i, onnx.helper.make_tensor_type_proto(elem, shape))
+                known = output_type(ctx.get_input_type(0), types[i], ranks[i])
+                if known is not None:
+                    ctx.set_output_type(i, known)
 
         schema.set_type_and_shape_inference_function(infer)
         defs.register_schema(schema)
+
+
+def output_type(first: object | None, elem: str, rank: str | int) -> object | None:
+    """An output's TypeProto from the first input's (a TypeProto, None where unknown), as far
+    as it can be known: the element type ("X": the first input's, or a fixed one) and the rank
+    ("X", "X+1", "X-1": from the first input's, or fixed). None where not even the element
+    type is known: ONNX shape inference then leaves the output as it is, instead of failing on
+    a type it was told wrong (onnx_ir would warn and give up on the whole model)."""
+    import onnx
+
+    x = first.tensor_type if first is not None and first.HasField("tensor_type") else None
+    if elem != "X":
+        elem_type = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(elem))
+    elif x is not None and x.elem_type != onnx.TensorProto.UNDEFINED:
+        elem_type = x.elem_type
+    else:
+        return None
+    if isinstance(rank, str):
+        known = x is not None and x.HasField("shape")
+        rank = len(x.shape.dim) + int(rank[1:] or 0) if known else None
+    shape = None if rank is None or rank < 0 else [None] * rank  # < 0: a malformed input
+    return onnx.helper.make_tensor_type_proto(elem_type, shape)
 
 
 _ONNX_TENSOR_TYPES = (
