@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper
@@ -341,3 +342,29 @@ def test_optimize_training_is_the_cli_training_pipeline(tmp_path):
     kept = want["y"] != 0
     assert 0 < kept.sum() < kept.size
     np.testing.assert_allclose(want["dx"], np.where(kept, feeds["dy"] / np.float32(0.6), 0), 1e-6)
+
+
+def test_explain_shows_the_onnx_import(tmp_path):
+    """An ONNX file's --explain starts with its import pipeline: what was folded, imported
+    and refused (with the node and the reason)."""
+    gru = helper.make_node("GRU", ["X", "W", "R"], ["Y"], name="clipped", hidden_size=2, clip=1.0)
+    weights = [
+        helper.make_tensor(n, TensorProto.FLOAT, [1, 6, d], np.ones(6 * d).tolist())
+        for n, d in (("W", 3), ("R", 2))
+    ]
+    graph = helper.make_graph(
+        [gru],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["T", "N", 3])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["T", 1, "N", 2])],
+        weights,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    src, out = tmp_path / "clipped.onnx", tmp_path / "out.onnx"
+    onnx.save(model, src)
+    result = run("optimize", str(src), "-o", str(out), "--explain")
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert text.index("pipeline onnx_import:") < text.index("pipeline inference:")
+    assert re.search(r"^  import_gru +fired 0$", text, re.M)
+    assert "refused at 'clipped': clip is not supported by the fused GRU" in text

@@ -5,6 +5,8 @@ and on the reference backend."""
 from __future__ import annotations
 
 import itertools
+import logging
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -17,6 +19,9 @@ from onnx_models import gru_model
 import fusebridge as fb
 from fusebridge import kernels
 from fusebridge.integrations.onnx.load import LOAD_REPORT, import_onnx
+from fusebridge.ops.schema import output_type
+
+FIXTURE_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "onnx"
 
 
 def _import(proto: onnx.ModelProto) -> ir.Model:
@@ -247,3 +252,66 @@ def test_fusebridge_domain_file_round_trip(tmp_path):
     feeds = _feeds(proto, [4, 2, 1])
     for ours in _run_both(fb.load(path), feeds):
         _assert_close(ours, _ort(proto, feeds))
+
+
+def test_a_malformed_gru_raises_even_when_it_would_be_refused():
+    proto = gru_model()
+    gru = next(n for n in proto.graph.node if n.op_type == "GRU")
+    gru.attribute.append(helper.make_attribute("clip", 3.0))
+    gru.attribute.append(helper.make_attribute("activations", ["Sigmoid"]))
+    with pytest.raises(fb.ModelFormatError, match="1 names, expected 2"):
+        _import(proto)
+
+
+def test_a_gru_whose_input_type_is_unknown_imports_without_a_warning(caplog):
+    """X comes from an op of a domain ONNX's shape inference does not know: our shape function
+    gets no input type, sets what it still knows (nothing for X's element type) and fails
+    nothing, so onnx_ir infers the other values instead of giving up with a warning."""
+    proto = gru_model()
+    gru = next(n for n in proto.graph.node if n.op_type == "GRU")
+    gru.input[0] = "x_unknown"
+    proto.graph.node.insert(0, helper.make_node("Mystery", ["X"], ["x_unknown"], domain="example"))
+    proto.graph.node.append(helper.make_node("Shape", ["Y"], ["y_shape"]))
+    proto.graph.output.append(helper.make_tensor_value_info("y_shape", TensorProto.INT64, None))
+    proto.opset_import.append(helper.make_opsetid("example", 1))
+    with caplog.at_level(logging.WARNING):
+        model = _import(proto)
+    assert [r.getMessage() for r in caplog.records] == []
+    assert model.meta[LOAD_REPORT].fired("import_gru") == 1
+    values = {v.name: v for n in model.graph for v in n.outputs}
+    assert values["x_unknown"].type is None
+    assert values["y_shape"].type == ir.TensorType(ir.DataType.INT64)  # inferred, as before
+
+
+@pytest.mark.parametrize(
+    ("first", "elem", "rank", "want"),
+    [
+        (None, "X", "X", None),
+        (None, "int64", 1, (TensorProto.INT64, 1)),
+        (None, "uint8", "X", (TensorProto.UINT8, None)),
+        (helper.make_tensor_type_proto(TensorProto.FLOAT, None), "X", "X+1", (1, None)),
+        (helper.make_tensor_type_proto(TensorProto.FLOAT, ["a", 3]), "X", "X-1", (1, 1)),
+        (helper.make_tensor_type_proto(TensorProto.UNDEFINED, ["a"]), "X", "X", None),
+        (onnx.TypeProto(), "X", 3, None),  # not a tensor
+    ],
+)
+def test_shape_function_output_types(first, elem, rank, want):
+    got = output_type(first, elem, rank)
+    if want is None:
+        assert got is None
+        return
+    tensor = got.tensor_type
+    assert tensor.elem_type == want[0]
+    assert (len(tensor.shape.dim) if tensor.HasField("shape") else None) == want[1]
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURE_DIR.glob("*.onnx")), ids=lambda p: p.stem)
+def test_committed_fixtures_load_without_a_warning(path, caplog, capfd):
+    capfd.readouterr()
+    with caplog.at_level(logging.WARNING):
+        model = fb.load(path)
+    assert [r.getMessage() for r in caplog.records] == []
+    assert "Traceback" not in capfd.readouterr().err
+    report = model.meta[LOAD_REPORT]
+    assert report.refusals("import_gru") == ()
+    assert report.fired("import_gru") == sum(n.op_type == "GRU" for n in onnx.load(path).graph.node)
