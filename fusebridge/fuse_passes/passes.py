@@ -51,23 +51,39 @@ class RulePass(FusePass):
     def run(self, model: ir.Model) -> PassReport:
         rule = self.rule()  # a new one each run: it counts its firings and refusals
         RewriteRuleSet([rule.as_rewrite_rule()], commute=rule.commute).apply_to_model(model)
-        # An identity left by one rule must not hide a pattern from the next.
-        _remove_identities(model.graph)
-        # A rewrite with several outputs may put its nodes before a producer of theirs (the
-        # rewriter inserts them at the first matched node); ONNX files must be sorted.
-        model.graph.sort()
+        tidy_after_rewrite(model.graph)
         return PassReport(self.name, rule.fired > 0, rule.fired, tuple(rule.refusals))
 
 
+def tidy_after_rewrite(graph: ir.Graph) -> None:
+    """What every rewrite leaves to be done: an identity left by one rule must not hide a
+    pattern from the next, and a rewrite with several outputs may put its nodes before a
+    producer of theirs (the rewriter inserts them at the first matched node), while ONNX files
+    must be sorted."""
+    _remove_identities(graph)
+    graph.sort()
+
+
 def _remove_identities(graph: ir.Graph) -> None:
-    """Identity nodes left by rewrites, except those that name a graph output."""
+    """Identity nodes left by rewrites. One that names a graph output goes too where its input
+    is a node's output used nowhere else: that value takes the graph output's name."""
     for node in list(graph):
-        if (
-            node.op_type == "Identity"
-            and node.domain == ""
-            and not node.outputs[0].is_graph_output()
+        if node.op_type != "Identity" or node.domain not in ("", "ai.onnx"):
+            continue
+        source, out = node.inputs[0], node.outputs[0]
+        if not out.is_graph_output():
+            ir.convenience.replace_all_uses_with(out, source)
+            graph.remove(node, safe=True)
+        elif (
+            source.producer() is not None
+            and not source.is_graph_output()
+            and len(source.uses()) == 1
+            and not out.uses()
         ):
-            ir.convenience.replace_all_uses_with(node.outputs[0], node.inputs[0])
+            graph.outputs[graph.outputs.index(out)] = source
+            name, out.name = out.name, None
+            source.name = name
+            source.type, source.shape = out.type or source.type, out.shape or source.shape
             graph.remove(node, safe=True)
 
 
