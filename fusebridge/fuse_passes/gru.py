@@ -410,13 +410,15 @@ def _h0_shape_mismatch(gru: ir.Node, h0: ir.Value) -> str | None:
     if x_shape is not None and attrs["layout"] != "lod" and len(x_shape) == 3:
         batch = x_shape[1 if attrs["layout"] == "tnc" else 0]
     want = [d, batch, oc]
+    shown = "[" + ", ".join("?" if w is None else str(w) for w in want) + "]"
     if h0.shape is None:
-        return f"the shape of H0 {h0.name!r} is unknown (it must be [D, N, OC] = {want})"
+        return f"the shape of H0 {h0.name!r} is unknown (it must be [D, N, OC] = {shown})"
     dims = list(h0.shape)
     if len(dims) == 2 and d == 1:
         dims = [1, *dims]
     if len(dims) != 3 or any(_differ(g, w) for g, w in zip(dims, want)):
-        return f"H0 {h0.name!r} is {list(h0.shape)}, the GRU's state is [D, N, OC] = {want}"
+        got = "[" + ", ".join(str(g) for g in h0.shape) + "]"
+        return f"H0 {h0.name!r} is {got}, the GRU's state is [D, N, OC] = {shown}"
     return None
 
 

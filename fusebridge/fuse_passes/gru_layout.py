@@ -23,7 +23,8 @@ from typing import ClassVar
 import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter import RewriteRuleSet
-from onnxscript.rewriter.rules.common import no_op_transpose_rule, transpose_transpose_rule
+from onnxscript.rewriter._basics import MatchResult
+from onnxscript.rewriter.rules.common._basic_rules import TransposeIdentity, TransposeTranspose
 
 from fusebridge import conventions, ops
 from fusebridge.fuse_passes.passes import FusePass, tidy_after_rewrite
@@ -34,8 +35,35 @@ _SWAP = (1, 0, 2)  # time-major <-> batch-major
 _OTHER_LAYOUT = {"tnc": "ntc", "ntc": "tnc"}
 
 
+def _permutation_of_rank(x: ir.Value, *perms: ir.Attr) -> MatchResult:
+    """The condition onnxscript's Transpose rules take for granted: each perm given and a
+    permutation of the input's axes (a malformed one would fail in their rewrite, and an empty
+    list would read as the identity)."""
+    result = MatchResult()
+    rank = len(x.shape) if x.shape is not None else None
+    for perm in perms:
+        if perm.is_ref():
+            return result.fail("the perm is a reference attribute")
+        axes = sorted(perm.as_ints())
+        if not axes or axes != list(range(rank if rank is not None else len(axes))):
+            return result.fail(f"perm {perm.as_ints()} is not a permutation of {rank} axes")
+        rank = len(axes)
+    return result
+
+
+class _TransposeTranspose(TransposeTranspose):
+    def check(self, context, x, perm1, perm2) -> MatchResult:
+        return _permutation_of_rank(x, perm1, perm2)
+
+
+class _TransposeIdentity(TransposeIdentity):
+    def check(self, context, x, perm) -> MatchResult:
+        return _permutation_of_rank(x, perm) and super().check(context, x, perm)
+
+
 class TransposePairs(FusePass):
-    """onnxscript's basic rules on Transposes: two in a row become one (none where their perms
+    """onnxscript's basic rules on Transposes (transpose_transpose, no_op_transpose), with the
+    perms checked first (_permutation_of_rank): two in a row become one (none where their perms
     cancel), an identity perm goes. Its matcher leaves a Transpose whose output has other
     consumers."""
 
@@ -44,7 +72,7 @@ class TransposePairs(FusePass):
         self.runs_after = runs_after or {}
 
     def run(self, model: ir.Model) -> PassReport:
-        rules = RewriteRuleSet([transpose_transpose_rule, no_op_transpose_rule])
+        rules = RewriteRuleSet([_TransposeTranspose.rule(), _TransposeIdentity.rule()])
         count = rules.apply_to_model(model)
         tidy_after_rewrite(model.graph)
         return PassReport(self.name, count > 0, count)
