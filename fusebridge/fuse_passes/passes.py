@@ -65,25 +65,14 @@ def tidy_after_rewrite(graph: ir.Graph) -> None:
 
 
 def _remove_identities(graph: ir.Graph) -> None:
-    """Identity nodes left by rewrites. One that names a graph output goes too where its input
-    is a node's output used nowhere else: that value takes the graph output's name."""
+    """Identity nodes left by rewrites, except those that name a graph output."""
     for node in list(graph):
-        if node.op_type != "Identity" or node.domain not in ("", "ai.onnx"):
-            continue
-        source, out = node.inputs[0], node.outputs[0]
-        if not out.is_graph_output():
-            ir.convenience.replace_all_uses_with(out, source)
-            graph.remove(node, safe=True)
-        elif (
-            source.producer() is not None
-            and not source.is_graph_output()
-            and len(source.uses()) == 1
-            and not out.uses()
+        if (
+            node.op_type == "Identity"
+            and node.domain == ""
+            and not node.outputs[0].is_graph_output()
         ):
-            graph.outputs[graph.outputs.index(out)] = source
-            name, out.name = out.name, None
-            source.name = name
-            source.type, source.shape = out.type or source.type, out.shape or source.shape
+            ir.convenience.replace_all_uses_with(node.outputs[0], node.inputs[0])
             graph.remove(node, safe=True)
 
 
