@@ -315,6 +315,7 @@ class _ProjectionIntoFusionGRU(FusionRule):
             [x, inputs["lengths"], new_wx, inputs["Wh"], bias, inputs["B_h"], inputs["H0"]],
             _attrs(gru),
             num_outputs=len(gru.outputs),
+            name=gru.name,
         )
         return self.second_output_moved(gru, outputs)
 
@@ -323,7 +324,9 @@ class MatMulAddFusionGRU(_ProjectionIntoFusionGRU):
     name = "matmul_add_fusion_gru"
     commute = True  # Add(MatMul, b) and Add(b, MatMul)
     runs_after: ClassVar[dict[str, str]] = {
-        "zero_initial_state": "the Shape chain of a zero H0 is a second consumer of X"
+        "zero_initial_state": "the Shape chain of a zero H0 is a second consumer of X",
+        "gru_input_layout": "a batch_first Transpose between the projection and the GRU hides "
+        "the pattern",
     }
 
     def pattern(self, op, x, w, b):
@@ -352,10 +355,79 @@ class MatMulFusionGRU(_ProjectionIntoFusionGRU):
         )
 
 
+# Ops that move or copy their first input's elements without computing new ones: all zeros in,
+# all zeros out (the exporters build a zero H0 from a zero constant with these).
+_SHAPE_ONLY_OPS = frozenset(
+    "Slice Expand Tile Reshape Squeeze Unsqueeze Transpose Identity Cast Flatten Gather".split()
+)
+
+
+def zero_source(value: ir.Value) -> tuple[bool, str]:
+    """(whether `value` is all zeros by construction, what it is built from): a constant of
+    zeros, a ConstantOfShape of zero (its default), and shape-only ops (_SHAPE_ONLY_OPS) or a
+    Concat over such values. The text names the value that decides, for a refusal."""
+    if value.const_value is not None and not value.is_graph_input():
+        zero = not value.const_value.numpy().any()
+        return zero, f"the constant {value.name!r}" + ("" if zero else " is not all zeros")
+    node = value.producer()
+    if node is None:
+        return False, f"the graph input {value.name!r}"
+    if node.op_type == "ConstantOfShape" and node.domain in ("", "ai.onnx"):
+        fill = node.attributes.get("value")
+        fill_value = 0.0 if fill is None else fill.value.numpy().reshape(-1)[0]
+        zero = not fill_value
+        return zero, f"ConstantOfShape {node.name!r} of {fill_value}"
+    if node.domain in ("", "ai.onnx") and node.op_type in _SHAPE_ONLY_OPS and node.inputs[0]:
+        return zero_source(node.inputs[0])
+    if node.op_type == "Concat" and node.domain in ("", "ai.onnx"):
+        for part in node.inputs:
+            zero, source = zero_source(part)
+            if not zero:
+                return False, source
+        return True, f"Concat {node.name!r} of zeros"
+    return False, f"{node.op_type} {node.name!r}"
+
+
+def _differ(got: object, want: object) -> bool:
+    """Two dimensions known to differ: two sizes, or two named symbols (an int and a symbol,
+    or an unknown, may be equal when run)."""
+    if want is None or got is None or isinstance(got, int) != isinstance(want, int):
+        return False
+    # onnx's shape inference names a dimension it cannot relate to others unk__<k>.
+    unnamed = str(got).startswith("unk__") or str(want).startswith("unk__")
+    return str(got) != str(want) and not unnamed
+
+
+def _h0_shape_mismatch(gru: ir.Node, h0: ir.Value) -> str | None:
+    """Why `h0`'s inferred shape is not the GRU's [D, N, OC] ([N, OC] with one direction), or
+    None where it is (a dimension nobody knows counts as right: the GRU checks it when run)."""
+    attrs = _attrs(gru)
+    inputs = _inputs(gru, _FUSION_INPUTS)
+    oc = inputs["Wh"].shape[-2] if inputs["Wh"].shape is not None else None
+    d = 2 if attrs["direction"] == "bidirectional" else 1
+    x_shape = inputs["X"].shape
+    batch = None
+    if x_shape is not None and attrs["layout"] != "lod" and len(x_shape) == 3:
+        batch = x_shape[1 if attrs["layout"] == "tnc" else 0]
+    want = [d, batch, oc]
+    shown = "[" + ", ".join("?" if w is None else str(w) for w in want) + "]"
+    if h0.shape is None:
+        return f"the shape of H0 {h0.name!r} is unknown (it must be [D, N, OC] = {shown})"
+    dims = list(h0.shape)
+    if len(dims) == 2 and d == 1:
+        dims = [1, *dims]
+    if len(dims) != 3 or any(_differ(g, w) for g, w in zip(dims, want)):
+        got = "[" + ", ".join(str(g) for g in h0.shape) + "]"
+        return f"H0 {h0.name!r} is {got}, the GRU's state is [D, N, OC] = {shown}"
+    return None
+
+
 class ZeroInitialState(FusionRule):
-    """A FusionGRU whose H0 is all zeros (ConstantOfShape 0, as torch.onnx and paddle2onnx write
-    for a GRU without h0) -> no H0, which means zeros. Its Shape/Gather chain then goes dead, and
-    with it a second consumer that would stop the projection from folding."""
+    """A FusionGRU whose H0 is all zeros by construction (zero_source: ConstantOfShape 0 as
+    the legacy torch.onnx writes, sliced per layer; Expand of a zero scalar as its dynamo
+    exporter writes; a constant of zeros) and of the GRU's state shape -> no H0, which means
+    zeros. Its Shape/Gather chain then goes dead, and with it a second consumer that would stop
+    the projection from folding."""
 
     name = "zero_initial_state"
 
@@ -364,18 +436,19 @@ class ZeroInitialState(FusionRule):
 
     def check(self, context, y, **_):
         self.begin(context)
-        h0 = _inputs(y.producer(), _FUSION_INPUTS)["H0"]
+        gru = y.producer()
+        h0 = _inputs(gru, _FUSION_INPUTS)["H0"]
         if h0 is None:
             return self.skip("no H0")
-        source = h0.producer()
-        if self.constant(h0) is not None:
-            zero = not self.constant(h0).any()
-        elif source is not None and source.op_type == "ConstantOfShape":
-            fill = source.attributes.get("value")
-            zero = fill is None or not fill.value.numpy().any()
-        else:
-            zero = False
-        return self.accept() if zero else self.skip("H0 is not all zeros")
+        zero, source = zero_source(h0)
+        if not zero:
+            if source.startswith(("ConstantOfShape", "the constant")):
+                return self.refuse(gru, f"H0 {h0.name!r} is not all zeros: it comes from {source}")
+            return self.skip(f"H0 is computed ({source}): a state, not a zero start")
+        reason = _h0_shape_mismatch(gru, h0)
+        if reason:
+            return self.refuse(gru, f"H0 is zeros ({source}), but {reason}")
+        return self.accept()
 
     def rewrite(self, op, x, y, **_):
         gru = y.producer()
@@ -386,5 +459,6 @@ class ZeroInitialState(FusionRule):
             [x, *(inputs[n] for n in _FUSION_INPUTS[1:-1])],
             _attrs(gru),
             num_outputs=len(gru.outputs),
+            name=gru.name,
         )
         return self.second_output_moved(gru, outputs)

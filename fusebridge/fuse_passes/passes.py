@@ -51,12 +51,17 @@ class RulePass(FusePass):
     def run(self, model: ir.Model) -> PassReport:
         rule = self.rule()  # a new one each run: it counts its firings and refusals
         RewriteRuleSet([rule.as_rewrite_rule()], commute=rule.commute).apply_to_model(model)
-        # An identity left by one rule must not hide a pattern from the next.
-        _remove_identities(model.graph)
-        # A rewrite with several outputs may put its nodes before a producer of theirs (the
-        # rewriter inserts them at the first matched node); ONNX files must be sorted.
-        model.graph.sort()
+        tidy_after_rewrite(model.graph)
         return PassReport(self.name, rule.fired > 0, rule.fired, tuple(rule.refusals))
+
+
+def tidy_after_rewrite(graph: ir.Graph) -> None:
+    """What every rewrite leaves to be done: an identity left by one rule must not hide a
+    pattern from the next, and a rewrite with several outputs may put its nodes before a
+    producer of theirs (the rewriter inserts them at the first matched node), while ONNX files
+    must be sorted."""
+    _remove_identities(graph)
+    graph.sort()
 
 
 def _remove_identities(graph: ir.Graph) -> None:

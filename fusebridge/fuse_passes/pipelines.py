@@ -28,6 +28,12 @@ from fusebridge.fuse_passes.gru import (
     MulGRU,
     ZeroInitialState,
 )
+from fusebridge.fuse_passes.gru_layout import (
+    GRUOutputRoundTrip,
+    GRUOutputSqueeze,
+    TransposedGRUInput,
+    TransposePairs,
+)
 from fusebridge.fuse_passes.passes import FusePass, RulePass
 from fusebridge.fuse_passes.portable import lowering_passes
 from fusebridge.fuse_passes.recompute import RecomputeDropoutMask
@@ -75,6 +81,18 @@ INFERENCE_RULES = (
     FcGRU,
     MulGRU,
     ZeroInitialState,
+    # The exporters' layout round trips around GRUs (gru_layout.py)
+    TransposePairs("transpose_pairs"),
+    GRUOutputSqueeze,
+    GRUOutputRoundTrip,
+    TransposedGRUInput,
+    TransposePairs(
+        "gru_layout_transposes",
+        {
+            "gru_input_layout": "it cancels the Transpose that gru_input_layout puts after a GRU "
+            "against a batch_first output Transpose"
+        },
+    ),
     MatMulAddFusionGRU,
     MatMulFusionGRU,
     CanonicalUpdateGate,
