@@ -216,9 +216,12 @@ class Placement:
     # -- per run ----------------------------------------------------------------------------
     def key(self, dims: Mapping[str, tuple[int, str, int]], env: Mapping[str, np.ndarray]) -> tuple:
         """What a run's placement depends on: the sizes of the symbols and the lengths fed."""
-        sizes = tuple(dims[s][0] if s in dims else None for s in self.symbols)
-        shapes = tuple(env[n].shape for n in self.shaped_feeds)
-        return sizes + shapes + tuple(env[n].tobytes() for n in self.lengths_feeds)
+        key = [dims[s][0] if s in dims else None for s in self.symbols]
+        if self.shaped_feeds:
+            key += [env[n].shape for n in self.shaped_feeds]
+        if self.lengths_feeds:
+            key += [env[n].tobytes() for n in self.lengths_feeds]
+        return tuple(key)
 
     def shapes(
         self, dims: Mapping[str, tuple[int, str, int]], env: Mapping[str, np.ndarray]

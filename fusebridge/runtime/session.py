@@ -45,12 +45,16 @@ PLACEMENTS = ("cost", "kernels", "onnxruntime")
 class _Built:
     """A program built for one placement, with what _hand_out needs of it."""
 
-    __slots__ = ("fed_out", "kept", "program")
+    __slots__ = ("fed_out", "fresh", "kept", "program")
 
     def __init__(self, program: Program, graph_inputs: Sequence[str]) -> None:
         self.program = program
         self.fed_out = [n for n in graph_inputs if n in program.handed_out]
         self.kept = program.kept()
+        # One ONNX Runtime session makes every output: each an array of its own, allocated by
+        # that run (schedule.handed_out), so _hand_out has nothing to look at.
+        self.fresh = [s.kind for s in program.steps] == ["onnx"] and not self.fed_out
+        self.fresh = self.fresh and not self.kept
 
 
 class Session:
@@ -108,6 +112,11 @@ class Session:
         self.output_names = self._logical(self._graph_outputs)
         self._lengths_feeds = self._lengths_of_kernels(graph)
         self._fed_offsets = self._offsets_from_feeds(graph)
+        self._plain_outputs = all(
+            conventions.offsets_name(n) not in self._graph_outputs for n in self.output_names
+        )
+        state = (fbrandom.SEED_INPUT, fbrandom.OFFSET_INPUT)
+        self._draws = all(n in self._graph_inputs for n in state)
         if backend == "reference":
             from onnx.reference import ReferenceEvaluator
 
@@ -212,10 +221,10 @@ class Session:
 
     def _rng_feeds(self, feeds: Feeds, rng: fbrandom.Key | None) -> Feeds:
         """feeds with rng_seed and rng_offset from the key, for a model explicit_rng made."""
-        if not isinstance(feeds, Mapping):
-            return feeds  # _flatten_feeds says what is wrong
+        if rng is None and not self._draws or not isinstance(feeds, Mapping):
+            return feeds  # nothing to add (_flatten_feeds says what is wrong with a non-Mapping)
         state = (fbrandom.SEED_INPUT, fbrandom.OFFSET_INPUT)
-        has_state = all(n in self._graph_inputs for n in state)
+        has_state = self._draws
         if rng is None:
             if has_state and not all(n in feeds for n in state):
                 raise ArgumentError(
@@ -276,6 +285,8 @@ class Session:
             built = self._fixed or self._built_for(dims, env)
             built.program.run(env, profile)
             owned = self._hand_out(env, built)
+        if self._plain_outputs:  # no LoD output: the arrays as they are
+            return owned
         out = {}
         for name in self.output_names:
             offsets = conventions.offsets_name(name)
@@ -301,6 +312,8 @@ class Session:
         _handed_out found on a path to an output are looked at, so this is a few bounds checks.
         Kernel buffers reused across runs never get here: their steps allocate when their
         output is handed out (_Program._step)."""
+        if built.fresh:
+            return {name: env[name] for name in self._graph_outputs}
         guarded = [env[n] for n in built.fed_out] + built.kept
         owned = {}
         for name in self._graph_outputs:
