@@ -45,16 +45,16 @@ class Costs:
     call: float
 
 
-# python -m benchmarks.placement_costs (prints this line); measured on a shared 2-core VM:
-# the lead reruns it on a quiet machine.
+# python -m benchmarks.placement_costs --threads 2 (prints the lines below); measured with
+# --quick on a shared, loaded 2-core VM (Xeon, 2 threads): the lead reruns it on a quiet one.
 COSTS = Costs(
-    kernel_fixed=9.0,
-    kernel_step=0.6,
-    kernel_mac=0.9,
-    ort_fixed=8.0,
-    ort_step=0.6,
-    ort_mac=0.9,
-    call=25.0,
+    kernel_fixed=9.33,
+    kernel_step=0.109,
+    kernel_mac=8.999,
+    ort_fixed=8.28,
+    ort_step=0.298,
+    ort_mac=13.584,
+    call=3.48,
 )
 DEFAULT_DIM = 1
 _GRU_OPS = ("GRU", "FusionGRU")
