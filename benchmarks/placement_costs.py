@@ -122,8 +122,9 @@ def measure(threads: int, repeat: int) -> tuple[str, list[str]]:
                 # Ours and the peer take turns, the best of each kept.
                 best_k = best_o = float("inf")
                 for _ in range(3):
-                    best_k = min(best_k, best_time(lambda a=args: step.run(a), repeat))
-                    best_o = min(best_o, best_time(lambda f=feeds: theirs.run(None, f), repeat))
+                    best_k = min(best_k, best_time(lambda a=args, s=step: s.run(a), repeat))
+                    peer = best_time(lambda f=feeds, o=theirs: o.run(None, f), repeat)
+                    best_o = min(best_o, peer)
                 per_row = d * 3 * h * (i + h) / 1e6
                 kernel_rows.append((1.0, d * t, filled * per_row))
                 ort_rows.append((1.0, d * t, n * t * per_row))

@@ -174,4 +174,3 @@ def test_cli_run_explain(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith("placement:\n  fusebridge.FusionGRU node ")
     assert ": ONNX Runtime (T=1 N=1 filled 1/1 " in out
-

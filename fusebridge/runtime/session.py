@@ -221,7 +221,7 @@ class Session:
 
     def _rng_feeds(self, feeds: Feeds, rng: fbrandom.Key | None) -> Feeds:
         """feeds with rng_seed and rng_offset from the key, for a model explicit_rng made."""
-        if rng is None and not self._draws or not isinstance(feeds, Mapping):
+        if (rng is None and not self._draws) or not isinstance(feeds, Mapping):
             return feeds  # nothing to add (_flatten_feeds says what is wrong with a non-Mapping)
         state = (fbrandom.SEED_INPUT, fbrandom.OFFSET_INPUT)
         has_state = self._draws
