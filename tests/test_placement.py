@@ -174,3 +174,16 @@ def test_cli_run_explain(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith("placement:\n  fusebridge.FusionGRU node ")
     assert ": ONNX Runtime (T=1 N=1 filled 1/1 " in out
+
+
+def test_the_session_leaves_the_model_as_it_was():
+    """Probing each GRU's standard form builds nodes that read the graph's values: they must
+    not stay among those values' uses (a later save would see readers that are not there)."""
+    model = fb.optimize(fb.load(ONNX / "torch_bigru_2layer.onnx"))[0]
+
+    def uses() -> dict:
+        return {v.name: len(v.uses()) for n in model.graph for v in n.inputs if v is not None}
+
+    before = uses()
+    fb.Session(model).run({"x": np.zeros((2, 3, 12), np.float32)})
+    assert uses() == before

@@ -352,10 +352,14 @@ def _refusal(node: ir.Node) -> str:
     attrs = ops.schema(node.op_type).parse(node)
     if attrs.layout == "lod":
         return "layout lod: its standard form pads and unpads around ONNX GRU"
-    try:  # on a scratch builder: nothing enters the graph
-        ops.op(node.op_type).lower(OpBuilder("probe"), node)
+    probe = OpBuilder("probe")  # a scratch builder: nothing enters the graph
+    try:
+        ops.op(node.op_type).lower(probe, node)
     except Error as exc:
         return f"its standard form is refused: {exc}"
+    finally:
+        for made in probe.nodes:  # its nodes read the graph's values: no longer
+            made.resize_inputs(0)
     return ""
 
 
