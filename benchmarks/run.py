@@ -26,6 +26,7 @@ SECTIONS = {
     "paddle_training": "benchmarks.paddle_training",
     "mxnet_models": "benchmarks.mxnet_models",
     "load_scaling": "benchmarks.load_scaling",
+    "onnx_models": "benchmarks.onnx_models",
 }
 
 

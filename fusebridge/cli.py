@@ -147,13 +147,19 @@ def run_command(
     out_dir: str | None,
     backend: str,
     seed: int | None = None,
+    explain: bool = False,
 ) -> int:
+    from fusebridge.runtime.placement import explain_text
+
     model = fusebridge.load(model_path)
     rng = _random_state(model, seed)
     session = fusebridge.Session(model, backend=backend)
     # The file names before the run: a name that cannot be written fails before any work.
     stems = output_files.stems(session.output_names, _OUTPUT_SUFFIXES, "run") if out_dir else {}
-    outputs = session.run(_feeds(inputs, lods), rng=rng)
+    feeds = _feeds(inputs, lods)
+    if explain:
+        print(explain_text(session.explain(feeds, rng=rng)))
+    outputs = session.run(feeds, rng=rng)
     if out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
     for name, value in outputs.items():
@@ -327,6 +333,12 @@ def build_parser() -> argparse.ArgumentParser:
         "refused; an existing file of that name is replaced, never written through",
     )
     r.add_argument(
+        "--explain",
+        action="store_true",
+        help="say where each fusebridge node runs for these inputs (our kernel or ONNX "
+        "Runtime), with the cost estimates behind it",
+    )
+    r.add_argument(
         "--backend",
         default="kernels",
         choices=["kernels", "reference"],
@@ -356,7 +368,13 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.command == "run":
             return run_command(
-                args.model, args.input, args.lod, args.output_dir, args.backend, args.seed
+                args.model,
+                args.input,
+                args.lod,
+                args.output_dir,
+                args.backend,
+                args.seed,
+                args.explain,
             )
         sentences = [int(n) for n in args.sentences.split(",")]
         return bench_command(args.model, sentences, args.repeat)

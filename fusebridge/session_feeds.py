@@ -20,6 +20,8 @@ Dims = dict[str, tuple[int, str, int]]
 
 def check_names(feeds: object, expected: list[str], constants: Collection[str]) -> None:
     """feeds is a mapping whose keys are exactly the input names `expected`."""
+    if type(feeds) is dict and feeds.keys() == set(expected):
+        return  # the common case, in one comparison (the names are strings: expected's are)
     if not isinstance(feeds, Mapping):
         raise ArgumentTypeError(
             f"Session.run: feeds must be a dict name -> array, got {type(feeds).__name__}"
@@ -58,6 +60,15 @@ class FeedSpec:
 
     dtype: np.dtype | None
     dims: tuple[int | str | None, ...] | None
+    # dims split once, for the check of each run: (axis, size) and (axis, symbol)
+    static: tuple[tuple[int, int], ...] = dataclasses.field(init=False, repr=False)
+    symbols: tuple[tuple[int, str], ...] = dataclasses.field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        dims = list(enumerate(self.dims or ()))
+        static = tuple((a, d) for a, d in dims if isinstance(d, int))
+        object.__setattr__(self, "static", static)
+        object.__setattr__(self, "symbols", tuple((a, d) for a, d in dims if isinstance(d, str)))
 
     @classmethod
     def of(cls, value: ir.Value) -> FeedSpec:
@@ -121,15 +132,14 @@ def as_feed(label: str, value: object, declared: FeedSpec, dims: Dims) -> np.nda
         raise ArgumentTypeError(f"Session.run: {label} must be a numeric array, got {arr.dtype}")
     shape = declared.dims
     if shape is not None:
-        static = all(not isinstance(d, int) or d == n for d, n in zip(shape, arr.shape))
-        if arr.ndim != len(shape) or not static:
+        got = arr.shape
+        if len(got) != len(shape) or any(got[a] != d for a, d in declared.static):
             raise ArgumentError(
                 f"Session.run: {label} is shaped {list(arr.shape)} where "
                 f"{declared.shape_text()} is declared"
             )
-        for axis, (d, n) in enumerate(zip(shape, arr.shape)):
-            if not isinstance(d, str):
-                continue
+        for axis, d in declared.symbols:
+            n = got[axis]
             size, other, other_axis = dims.setdefault(d, (n, label, axis))
             if size != n:
                 raise ArgumentError(

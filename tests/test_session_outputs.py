@@ -48,8 +48,17 @@ def assert_equal(results: dict, want: dict) -> None:
 def check_results_are_the_callers(
     model: ir.Model, feeds_a: dict, feeds_b: dict, backend: str = "kernels"
 ) -> dict:
-    """Returns copies of the first run's results (the results themselves are overwritten)."""
-    session = fb.Session(model, backend=backend)
+    """Returns copies of the first run's results (the results themselves are overwritten).
+    With the kernels backend, under each placement: GRUs on our kernels (buffers reused between
+    runs) and lowered into ONNX Runtime."""
+    if backend == "kernels":
+        for placement in ("onnxruntime", "kernels"):
+            kept = check_session(fb.Session(model, placement=placement), model, feeds_a, feeds_b)
+        return kept
+    return check_session(fb.Session(model, backend=backend), model, feeds_a, feeds_b)
+
+
+def check_session(session: fb.Session, model: ir.Model, feeds_a: dict, feeds_b: dict) -> dict:
     oracle = fb.Session(model, backend="reference")
     fed = copied(feeds_a)
     first = session.run(feeds_a)
@@ -155,7 +164,7 @@ def test_results_the_run_allocated_are_not_copied(kernel_outputs):
     """A copy is made only where memory may be shared: the kernels' and ONNX Runtime's
     results reach the caller as they were made, and only the second name of one array is a
     copy."""
-    out = fb.Session(two_grus()).run({"x": padded(0)})
+    out = fb.Session(two_grus(), placement="kernels").run({"x": padded(0)})
     assert out["y"] is kernel_outputs[0] and out["z_out"] is kernel_outputs[1]
     assert not np.shares_memory(out["y_again"], out["y"])
     assert type(out["relu"].base).__name__ == "PyCapsule"  # ONNX Runtime's own buffer

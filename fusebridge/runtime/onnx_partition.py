@@ -31,9 +31,13 @@ def label_of(group: list[ir.Node]) -> str:
 
 
 def onnx_step(
-    group: list[ir.Node], constants: Mapping[str, np.ndarray], feeds: Mapping[str, ir.Value]
+    group: list[ir.Node],
+    constants: Mapping[str, np.ndarray],
+    feeds: Mapping[str, ir.Value],
+    alone: bool = False,
 ) -> Step:
-    """A run of standard ONNX nodes as one ONNX Runtime session, built once."""
+    """A run of standard ONNX nodes as one ONNX Runtime session, built once. `alone`: the
+    session is the whole program (no kernel of ours runs), so it keeps ORT's default spinning."""
     members = set(group)
     produced = {v.name for n in group for v in n.outputs}
     inputs, initializers = [], {}
@@ -72,8 +76,8 @@ def onnx_step(
     )
     options = ort.SessionOptions()
     options.intra_op_num_threads = kernels.get_num_threads()
-    # Our OpenMP threads run between ORT calls: ORT's pool must not spin through them.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if not alone:  # our OpenMP threads run between ORT calls: ORT's must not spin through them
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     # Its errors reach the caller as ExecutionError: logged too, they would print twice.
     options.log_severity_level = 4
     try:

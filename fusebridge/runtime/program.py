@@ -18,14 +18,15 @@ from fusebridge.session_graph import describe, feed_phrase
 
 
 class Program:
-    """A graph cut into steps once: the main graph, or an If branch or Loop body that a control
-    step runs. `constants` holds the initializers in scope (an enclosing graph's too)."""
+    """A graph cut into steps once: the main graph (`main`), or an If branch or Loop body that a
+    control step runs. `constants` holds the initializers in scope (an enclosing graph's too)."""
 
     def __init__(
         self,
         graph: ir.Graph,
         constants: Mapping[str, np.ndarray],
         feeds: Mapping[str, ir.Value],
+        main: bool = False,
     ) -> None:
         self.graph = graph
         self._feeds = feeds  # the Session's graph inputs, for messages that name a feed
@@ -44,6 +45,8 @@ class Program:
         groups = schedule(list(graph))
         self.handed_out = handed_out(groups, graph)
         self._bodies: list[Program] = []  # the If branches and Loop bodies of control steps
+        # A main graph run by ONNX Runtime alone: it may spin its threads as plain ORT does.
+        self._alone = main and all(kind(g[0]) in ("onnx", "alias") for g in groups)
         self.steps = [self._step(group) for group in groups]
 
     def kept(self) -> list[np.ndarray]:
@@ -104,7 +107,7 @@ class Program:
             step = Step(what, f"{node.op_type} {node.name}", names, outputs, run, fixed)
             step.where = f"Session: {describe(node)}{self._fed(node)}"
             return step
-        return onnx_step(group, self._constants, self._feeds)
+        return onnx_step(group, self._constants, self._feeds, self._alone)
 
     def _fed(self, node: ir.Node) -> str:
         """' (lengths is input 'data1' through Cast)': which of node's inputs come straight

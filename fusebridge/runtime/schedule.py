@@ -3,7 +3,7 @@ control flow), in what order, and which values a run may hand out."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import onnx_ir as ir
 
@@ -67,10 +67,13 @@ def handed_out(groups: list[list[ir.Node]], graph: ir.Graph) -> set[str]:
     return out
 
 
-def schedule(nodes: Sequence[ir.Node]) -> list[list[ir.Node]]:
+def schedule(
+    nodes: Sequence[ir.Node], kind: Callable[[ir.Node], str] = kind
+) -> list[list[ir.Node]]:
     """Nodes in a topological order that keeps ONNX nodes together as long as it can, cut into
     runs of one kind. A run of consecutive nodes of a topological order is executable as one
-    unit, so each ONNX run becomes one ONNX Runtime session."""
+    unit, so each ONNX run becomes one ONNX Runtime session. `kind` may say "onnx" of a node
+    the placement would lower to standard ONNX (placement.py counts partitions that way)."""
     index = {n: i for i, n in enumerate(nodes)}
     waiting = {n: 0 for n in nodes}
     users: dict[ir.Node, list[ir.Node]] = {n: [] for n in nodes}

@@ -11,6 +11,7 @@ backend="reference" runs the whole model on onnx.reference with the NumPy oracle
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -28,11 +29,32 @@ from fusebridge.errors import (
 )
 from fusebridge.kernels.sequence_layout import as_offsets
 from fusebridge.lod_tensor import LoDTensor
+from fusebridge.runtime.placement import Decision, Placement
 from fusebridge.runtime.program import Program
 from fusebridge.session_feeds import Dims, FeedSpec, as_feed, check_lengths, check_names
 from fusebridge.session_graph import check_graph, describe, feed_behind
 
 Feeds = Mapping[str, np.ndarray | LoDTensor]
+# Bounds of the per-Session caches: programs by placement (each holds ONNX Runtime sessions
+# and packed weights), placements by what decides them (symbol sizes and lengths fed).
+PROGRAMS_KEPT = 8
+PLACEMENTS_KEPT = 1024
+PLACEMENTS = ("cost", "kernels", "onnxruntime")
+
+
+class _Built:
+    """A program built for one placement, with what _hand_out needs of it."""
+
+    __slots__ = ("fed_out", "fresh", "kept", "program")
+
+    def __init__(self, program: Program, graph_inputs: Sequence[str]) -> None:
+        self.program = program
+        self.fed_out = [n for n in graph_inputs if n in program.handed_out]
+        self.kept = program.kept()
+        # One ONNX Runtime session makes every output: each an array of its own, allocated by
+        # that run (schedule.handed_out), so _hand_out has nothing to look at.
+        self.fresh = [s.kind for s in program.steps] == ["onnx"] and not self.fed_out
+        self.fresh = self.fresh and not self.kept
 
 
 class Session:
@@ -45,9 +67,19 @@ class Session:
     Feeds are numpy arrays of the input's declared dtype (another dtype is cast when numpy
     calls it same-kind and no value overflows), rank and static dimensions, one size per named
     dimension across inputs; run() checks all that before it runs anything. Feeds are never
-    written. An input that has an initializer of the same name is a constant, not a feed."""
+    written. An input that has an initializer of the same name is a constant, not a feed.
 
-    def __init__(self, model: ir.Model | str | os.PathLike, *, backend: str = "kernels") -> None:
+    placement: where each GRU with a standard ONNX form runs (runtime/placement.py): "cost"
+    decides per run from the feeds' shapes and lengths (explain() says how), "kernels" puts
+    every one on our kernel, "onnxruntime" every one in ONNX Runtime."""
+
+    def __init__(
+        self,
+        model: ir.Model | str | os.PathLike,
+        *,
+        backend: str = "kernels",
+        placement: str = "cost",
+    ) -> None:
         if isinstance(model, (str, os.PathLike)):
             from fusebridge.integrations import load
 
@@ -62,7 +94,12 @@ class Session:
             raise ArgumentError(
                 f"Session: backend must be 'kernels' or 'reference', got {backend!r}"
             )
+        if placement not in PLACEMENTS:
+            raise ArgumentError(
+                f"Session: placement must be one of {list(PLACEMENTS)}, got {placement!r}"
+            )
         self.backend = backend
+        self._mode = placement
         graph = model.graph
         check_graph(graph)
         # An input with an initializer of the same name (ONNX's default value) is a constant
@@ -75,6 +112,11 @@ class Session:
         self.output_names = self._logical(self._graph_outputs)
         self._lengths_feeds = self._lengths_of_kernels(graph)
         self._fed_offsets = self._offsets_from_feeds(graph)
+        self._plain_outputs = all(
+            conventions.offsets_name(n) not in self._graph_outputs for n in self.output_names
+        )
+        state = (fbrandom.SEED_INPUT, fbrandom.OFFSET_INPUT)
+        self._draws = all(n in self._graph_inputs for n in state)
         if backend == "reference":
             from onnx.reference import ReferenceEvaluator
 
@@ -93,9 +135,21 @@ class Session:
             graph = model.graph
         # The inputs of this graph (a copy after inference): feed_behind matches by identity.
         feeds = {v.name: v for v in graph.inputs if v.name in self._graph_inputs}
-        self._program = Program(graph, {}, feeds)
-        self._fed_out = [n for n in self._graph_inputs if n in self._program.handed_out]
-        self._kept = self._program.kept()
+        self._model = model
+        self.placement = Placement(graph, feeds)
+        self._programs: dict[tuple[bool, ...], _Built] = {}
+        self._placements: dict[tuple, tuple[bool, ...]] = {}
+        self._lock = threading.Lock()
+        self.builds = 0  # programs built so far: one per distinct placement a run needed
+        # Every candidate on our kernel: the program of the graph as given, built now, so that
+        # a model our steps cannot run fails here, as it always did.
+        count = len(self.placement.candidates)
+        self._last = self._build((True,) * count)
+        if placement == "onnxruntime":
+            self._last = self._build((False,) * count)
+        # Without a choice to make, every run takes one program without a look-up.
+        self._fixed = self._last if placement != "cost" or not count else None
+        self._forced = None if placement == "cost" else (placement == "kernels",) * count
 
     @staticmethod
     def _logical(names: Sequence[str]) -> list[str]:
@@ -139,10 +193,10 @@ class Session:
         return found
 
     # -- running ------------------------------------------------------------------------------
-    def _flatten_feeds(self, feeds: Feeds) -> dict[str, np.ndarray]:
+    def _flatten_feeds(self, feeds: Feeds, dims: Dims) -> dict[str, np.ndarray]:
+        """The feeds checked, as the graph's inputs by name; fills `dims` (symbol -> size)."""
         check_names(feeds, self.input_names, self._constant_inputs)
         env: dict[str, np.ndarray] = {}
-        dims: Dims = {}
         for name in self.input_names:
             value = feeds[name]
             offsets = conventions.offsets_name(name)
@@ -167,10 +221,10 @@ class Session:
 
     def _rng_feeds(self, feeds: Feeds, rng: fbrandom.Key | None) -> Feeds:
         """feeds with rng_seed and rng_offset from the key, for a model explicit_rng made."""
-        if not isinstance(feeds, Mapping):
-            return feeds  # _flatten_feeds says what is wrong
+        if (rng is None and not self._draws) or not isinstance(feeds, Mapping):
+            return feeds  # nothing to add (_flatten_feeds says what is wrong with a non-Mapping)
         state = (fbrandom.SEED_INPUT, fbrandom.OFFSET_INPUT)
-        has_state = all(n in self._graph_inputs for n in state)
+        has_state = self._draws
         if rng is None:
             if has_state and not all(n in feeds for n in state):
                 raise ArgumentError(
@@ -214,7 +268,8 @@ class Session:
                 f"{type(profile).__name__}"
             )
         feeds = self._rng_feeds(feeds, rng)
-        env = self._flatten_feeds(feeds)
+        dims: Dims = {}
+        env = self._flatten_feeds(feeds, dims)
         if self.backend == "reference":
             try:
                 computed = self._evaluator.run(None, env)
@@ -227,8 +282,11 @@ class Session:
             results = [np.array(r, copy=True) for r in computed]
             owned = dict(zip(self._graph_outputs, results))
         else:
-            self._program.run(env, profile)
-            owned = self._hand_out(env)
+            built = self._fixed or self._built_for(dims, env)
+            built.program.run(env, profile)
+            owned = self._hand_out(env, built)
+        if self._plain_outputs:  # no LoD output: the arrays as they are
+            return owned
         out = {}
         for name in self.output_names:
             offsets = conventions.offsets_name(name)
@@ -246,7 +304,7 @@ class Session:
                     ) from exc
         return out
 
-    def _hand_out(self, env: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _hand_out(self, env: dict[str, np.ndarray], built: _Built) -> dict[str, np.ndarray]:
         """The graph outputs as arrays the caller owns. Most were allocated by this run and go
         out as they are; one is copied only when it may share memory with a feed (the caller
         keeps it), an array the Session keeps between runs (an initializer), or an output
@@ -254,7 +312,9 @@ class Session:
         _handed_out found on a path to an output are looked at, so this is a few bounds checks.
         Kernel buffers reused across runs never get here: their steps allocate when their
         output is handed out (_Program._step)."""
-        guarded = [env[n] for n in self._fed_out] + self._kept
+        if built.fresh:
+            return {name: env[name] for name in self._graph_outputs}
+        guarded = [env[n] for n in built.fed_out] + built.kept
         owned = {}
         for name in self._graph_outputs:
             a = env[name]
@@ -263,3 +323,63 @@ class Session:
             guarded.append(a)
             owned[name] = a
         return owned
+
+    # -- placement ----------------------------------------------------------------------------
+    @property
+    def _program(self) -> Program:
+        """The program of the last run (the only one, for a model without candidates)."""
+        return self._last.program
+
+    def _built_for(self, dims: Dims, env: Mapping[str, np.ndarray]) -> _Built:
+        """The program of this run's placement: a dict look-up once its key was seen."""
+        key = self.placement.key(dims, env)
+        placement = self._placements.get(key)
+        if placement is None:
+            placement = self.placement.decide(self.placement.shapes(dims, env))
+            if len(self._placements) >= PLACEMENTS_KEPT:
+                self._placements.pop(next(iter(self._placements)))
+            self._placements[key] = placement
+        built = self._programs.get(placement)
+        if built is None:
+            built = self._build(placement)
+        self._last = built
+        return built
+
+    def _build(self, placement: tuple[bool, ...]) -> _Built:
+        """The program with each candidate placed in ONNX Runtime lowered to its standard
+        form (in a copy of the graph): it joins the partition around it. Kept in a small cache
+        by placement, the least recently built leaving first."""
+        with self._lock:
+            if placement in self._programs:  # another thread built it meanwhile
+                return self._programs[placement]
+            model = self._model
+            lowered = {c.index for c, k in zip(self.placement.candidates, placement) if not k}
+            if lowered:
+                from fusebridge.integrations.onnx.lowering import lower_to_standard
+
+                model = ir.from_proto(ir.to_proto(model))
+                nodes = list(model.graph)
+                chosen = {nodes[i] for i in lowered}
+                lower_to_standard(model.graph, lambda n: n in chosen)
+                ShapeInferencePass()(model)  # the lowered nodes' values need their types
+            graph = model.graph
+            feeds = {v.name: v for v in graph.inputs if v.name in self._graph_inputs}
+            built = _Built(Program(graph, {}, feeds, main=True), list(self._graph_inputs))
+            self.builds += 1
+            if len(self._programs) >= PROGRAMS_KEPT:
+                self._programs.pop(next(iter(self._programs)))
+            self._programs[placement] = built
+            return built
+
+    def explain(self, feeds: Feeds, *, rng: fbrandom.Key | None = None) -> list[Decision]:
+        """Where each fusebridge node would run for these feeds, and why (checked as run()
+        checks them; nothing runs)."""
+        if self.backend == "reference":
+            raise ArgumentError("Session.explain: the reference backend places nothing")
+        dims: Dims = {}
+        env = self._flatten_feeds(self._rng_feeds(feeds, rng), dims)
+        shapes = self.placement.shapes(dims, env)
+        if self._forced is not None:
+            chosen = f"Session(placement={self._mode!r}) puts every candidate there"
+            return self.placement.explain(shapes, self._forced, chosen)
+        return self.placement.explain(shapes, self.placement.decide(shapes))

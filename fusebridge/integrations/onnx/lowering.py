@@ -4,6 +4,8 @@ ONNX cannot express raises UnsupportedOpError naming the node and why."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import onnx_ir as ir
 
 from fusebridge import conventions, ops
@@ -26,12 +28,16 @@ def replace_node(
     )
 
 
-def lower_to_standard(graph: ir.Graph) -> dict[str, int]:
-    """Every fusebridge node of `graph` replaced by standard ONNX nodes; how many of each."""
+def lower_to_standard(
+    graph: ir.Graph, only: Callable[[ir.Node], bool] | None = None
+) -> dict[str, int]:
+    """Every fusebridge node of `graph` (those `only` accepts, when given: the Session's
+    placement lowers the nodes it puts in ONNX Runtime) replaced by standard ONNX nodes; how
+    many of each."""
     taken = {v.name for v in graph.initializers.values()}
     counts: dict[str, int] = {}
     for node in list(graph):
-        if not conventions.is_fusebridge(node):
+        if not conventions.is_fusebridge(node) or (only is not None and not only(node)):
             continue
         lower = ops.op(node.op_type).lower
         if lower is None:
