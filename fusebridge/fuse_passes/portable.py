@@ -26,10 +26,10 @@ from fusebridge.fuse_passes.passes import FusePass, IrPass
 from fusebridge.fuse_passes.report import PassReport
 from fusebridge.integrations.onnx import standard_ops
 from fusebridge.integrations.onnx.lowering import lower_to_standard, replace_node
-from fusebridge.integrations.onnx.standard_ops import OpBuilder
+from fusebridge.integrations.onnx.standard_ops import OpBuilder, model_opset
 
 
-def to_padded_recurrences(graph: ir.Graph) -> int:
+def to_padded_recurrences(graph: ir.Graph, opset: int = conventions.ONNX_OPSET) -> int:
     """GRU/FusionGRU(X, offsets, layout lod) -> PaddedToLoD(GRU(LoDToPadded(X), seq_lens,
     layout tnc)). Y_last is the same either way ([D, N, OC])."""
     taken = {v.name for v in graph.initializers.values()}
@@ -41,7 +41,7 @@ def to_padded_recurrences(graph: ir.Graph) -> int:
         if attrs["layout"] != "lod":
             continue
         x, offsets, *rest = node.inputs
-        op = OpBuilder(node.name or node.outputs[0].name, taken)
+        op = OpBuilder(node.name or node.outputs[0].name, taken, opset)
         padded = op.LoDToPadded(x, offsets, _domain=conventions.DOMAIN)
         lens = standard_ops.seq_lens(op, offsets)
         outputs = op.op_multi_out(
@@ -98,7 +98,7 @@ class ToPaddedRecurrences(FusePass):
     }
 
     def run(self, model: ir.Model) -> PassReport:
-        count = to_padded_recurrences(model.graph)
+        count = to_padded_recurrences(model.graph, model_opset(model))
         return PassReport(self.name, count > 0, count)
 
 
@@ -124,7 +124,7 @@ class LowerToStandard(FusePass):
     }
 
     def run(self, model: ir.Model) -> PassReport:
-        counts = lower_to_standard(model.graph)
+        counts = lower_to_standard(model.graph, model_opset(model))
         notes = tuple(f"{op} x{n}" for op, n in sorted(counts.items()))
         return PassReport(self.name, bool(counts), sum(counts.values()), notes=notes)
 

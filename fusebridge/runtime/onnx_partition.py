@@ -11,7 +11,7 @@ import onnxruntime as ort
 
 from fusebridge import conventions, kernels
 from fusebridge.errors import ArgumentError, ExecutionError
-from fusebridge.runtime.schedule import captured
+from fusebridge.runtime.schedule import captured, ort_opsets
 from fusebridge.runtime.step import Step
 from fusebridge.session_graph import describe
 
@@ -31,9 +31,13 @@ def label_of(group: list[ir.Node]) -> str:
 
 
 def onnx_step(
-    group: list[ir.Node], constants: Mapping[str, np.ndarray], feeds: Mapping[str, ir.Value]
+    group: list[ir.Node],
+    constants: Mapping[str, np.ndarray],
+    feeds: Mapping[str, ir.Value],
+    opset_imports: Mapping[str, int] | None = None,
 ) -> Step:
-    """A run of standard ONNX nodes as one ONNX Runtime session, built once."""
+    """A run of ONNX Runtime's nodes as one ONNX Runtime session, built once, at the model's
+    opset imports (of the domains ONNX Runtime implements; opset 17 without them)."""
     members = set(group)
     produced = {v.name for n in group for v in n.outputs}
     inputs, initializers = [], {}
@@ -67,7 +71,10 @@ def onnx_step(
     )
     model = onnx.helper.make_model(
         graph,
-        opset_imports=[onnx.helper.make_opsetid("", conventions.ONNX_OPSET)],
+        opset_imports=[
+            onnx.helper.make_opsetid(domain, version)
+            for domain, version in ort_opsets(dict(opset_imports or {})).items()
+        ],
         ir_version=conventions.IR_VERSION,
     )
     options = ort.SessionOptions()

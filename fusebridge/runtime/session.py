@@ -93,7 +93,7 @@ class Session:
             graph = model.graph
         # The inputs of this graph (a copy after inference): feed_behind matches by identity.
         feeds = {v.name: v for v in graph.inputs if v.name in self._graph_inputs}
-        self._program = Program(graph, {}, feeds)
+        self._program = Program(graph, {}, feeds, model.opset_imports)
         self._fed_out = [n for n in self._graph_inputs if n in self._program.handed_out]
         self._kept = self._program.kept()
 

@@ -23,7 +23,7 @@ from fusebridge.errors import (
 from fusebridge.integrations.onnx.gru_shapes import check_gru_inputs
 from fusebridge.integrations.onnx.lowering import replace_node
 from fusebridge.integrations.onnx.model_file import read_model_proto
-from fusebridge.integrations.onnx.standard_ops import OpBuilder, constant_input
+from fusebridge.integrations.onnx.standard_ops import OpBuilder, constant_input, model_opset
 from fusebridge.kernels.arguments import is_probability
 from fusebridge.ops.gru import ONNX_ACTIVATIONS
 
@@ -102,11 +102,12 @@ def import_onnx(model: ir.Model) -> ir.Model:
     LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(model)
     graph = model.graph
     taken = {v.name for v in graph.initializers.values()}
+    opset = model_opset(model)
     imported = False
     for node in list(graph):
         if node.domain not in ("", "ai.onnx") or node.op_type not in _IMPORTS:
             continue
-        op = OpBuilder(node.name or node.outputs[0].name or node.op_type, taken)
+        op = OpBuilder(node.name or node.outputs[0].name or node.op_type, taken, opset)
         outputs = _IMPORTS[node.op_type](op, node)
         if outputs is not None:
             replace_node(graph, node, op, outputs)
