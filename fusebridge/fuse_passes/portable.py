@@ -25,6 +25,7 @@ from fusebridge.errors import ModelFormatError
 from fusebridge.fuse_passes.passes import FusePass, IrPass
 from fusebridge.fuse_passes.report import PassReport
 from fusebridge.integrations.onnx import standard_ops
+from fusebridge.integrations.onnx.contrib_ops import lower_contrib_ops
 from fusebridge.integrations.onnx.lowering import lower_to_standard, replace_node
 from fusebridge.integrations.onnx.standard_ops import OpBuilder, model_opset
 
@@ -129,6 +130,23 @@ class LowerToStandard(FusePass):
         return PassReport(self.name, bool(counts), sum(counts.values()), notes=notes)
 
 
+class LowerContribOps(FusePass):
+    """ONNX Runtime's contrib ops (FusedMatMul, FusedConv, ...) as standard ONNX nodes, and the
+    opsets no node uses dropped; UnsupportedOpError naming every other op of a foreign domain,
+    before anything is rewritten (integrations/onnx/contrib_ops.py)."""
+
+    name = "lower_contrib_ops"
+
+    def run(self, model: ir.Model) -> PassReport:
+        counts = lower_contrib_ops(model.graph, model_opset(model))
+        # The opsets no node uses any more (ONNX Runtime's optimizer declares all of its own).
+        used = {n.domain for n in model.graph.all_nodes()} | {"", conventions.DOMAIN}
+        for domain in [d for d in model.opset_imports if d not in used]:
+            del model.opset_imports[domain]
+        notes = tuple(f"{op} x{n}" for op, n in sorted(counts.items()))
+        return PassReport(self.name, bool(counts), sum(counts.values()), notes=notes)
+
+
 class DropFusebridgeOpset(FusePass):
     name = "drop_fusebridge_opset"
     runs_after: ClassVar[dict[str, str]] = {
@@ -171,6 +189,7 @@ def lowering_passes() -> list[FusePass]:
         # Types and ranks from our schemas while our ops are still there: the standard nodes
         # that replace them inherit what their outputs were (a graph output needs both).
         IrPass("shape_inference", ShapeInferencePass),
+        LowerContribOps(),
         ToPaddedRecurrences(),
         CancelReorders(),
         LowerToStandard(),
@@ -180,6 +199,10 @@ def lowering_passes() -> list[FusePass]:
         IrPass("remove_unused_nodes", RemoveUnusedNodesPass, lowered),
         DropFusebridgeOpset(),
         # Types for the values the rewrites made.
-        IrPass("final_shape_inference", ShapeInferencePass, lowered),
+        IrPass(
+            "final_shape_inference",
+            ShapeInferencePass,
+            {**lowered, "lower_contrib_ops": "it works on what that wrote"},
+        ),
         OnnxChecker(),
     ]

@@ -17,10 +17,13 @@ ORT_DOMAINS = (
     "ai.onnx",
     "ai.onnx.ml",
     "ai.onnx.training",
+    "ai.onnx.preview",
     "ai.onnx.preview.training",
     "com.microsoft",
     "com.microsoft.nchwc",
     "com.microsoft.experimental",
+    "com.ms.internal.nhwc",
+    "org.pytorch.aten",
 )
 
 
