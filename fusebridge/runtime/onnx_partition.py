@@ -106,13 +106,15 @@ def onnx_step(
     label = label_of(group)
 
     def info(v: ir.Value) -> onnx.ValueInfoProto:
-        if v.dtype is None:
+        # The whole type, not only the element type: a boundary value may be a sequence.
+        if v.type is None or v.dtype is None:
             raise ArgumentError(f"Session: value {v.name!r} of {label} has no known type")
-        return onnx.helper.make_tensor_value_info(v.name, v.dtype.value, None)
+        return onnx.helper.make_value_info(v.name, ir.serde.serialize_type(v.type))
 
     def output_info(v: ir.Value) -> onnx.ValueInfoProto:
         # ONNX Runtime infers what onnx's shape inference cannot (its contrib ops' outputs).
-        return onnx.helper.make_value_info(v.name, onnx.TypeProto()) if v.dtype is None else info(v)
+        known = v.type is not None and v.dtype is not None
+        return info(v) if known else onnx.helper.make_value_info(v.name, onnx.TypeProto())
 
     graph = onnx.helper.make_graph(
         [ir.serde.serialize_node(n) for n in group],
