@@ -161,8 +161,9 @@ FIXTURES: dict[str, TorchFixture] = {
 }
 
 
-def export_fixture(name: str, out_dir: str | os.PathLike) -> Path:
-    """Builds fixture `name` (a FIXTURES key) with seeded weights and writes OUT_DIR/name.onnx."""
+def export_fixture(name: str, out_dir: str | os.PathLike, opset: int = OPSET) -> Path:
+    """Builds fixture `name` (a FIXTURES key) with seeded weights and writes OUT_DIR/name.onnx,
+    at standard opset `opset`."""
     import torch
 
     fixture = FIXTURES[name]
@@ -183,7 +184,7 @@ def export_fixture(name: str, out_dir: str | os.PathLike) -> Path:
             input_names=fixture.inputs,
             output_names=fixture.outputs,
             dynamic_axes=fixture.dynamic_axes,
-            opset_version=OPSET,
+            opset_version=opset,
             training=mode,
             # torch's defaults: folding on in eval (the GRU weights, reordered to ONNX's gate
             # order, become initializers) and, as torch asks, off in training mode (the

@@ -25,11 +25,12 @@ from fusebridge.errors import ModelFormatError
 from fusebridge.fuse_passes.passes import FusePass, IrPass
 from fusebridge.fuse_passes.report import PassReport
 from fusebridge.integrations.onnx import standard_ops
+from fusebridge.integrations.onnx.contrib_ops import lower_contrib_ops
 from fusebridge.integrations.onnx.lowering import lower_to_standard, replace_node
-from fusebridge.integrations.onnx.standard_ops import OpBuilder
+from fusebridge.integrations.onnx.standard_ops import OpBuilder, model_opset
 
 
-def to_padded_recurrences(graph: ir.Graph) -> int:
+def to_padded_recurrences(graph: ir.Graph, opset: int = conventions.ONNX_OPSET) -> int:
     """GRU/FusionGRU(X, offsets, layout lod) -> PaddedToLoD(GRU(LoDToPadded(X), seq_lens,
     layout tnc)). Y_last is the same either way ([D, N, OC])."""
     taken = {v.name for v in graph.initializers.values()}
@@ -41,7 +42,7 @@ def to_padded_recurrences(graph: ir.Graph) -> int:
         if attrs["layout"] != "lod":
             continue
         x, offsets, *rest = node.inputs
-        op = OpBuilder(node.name or node.outputs[0].name, taken)
+        op = OpBuilder(node.name or node.outputs[0].name, taken, opset)
         padded = op.LoDToPadded(x, offsets, _domain=conventions.DOMAIN)
         lens = standard_ops.seq_lens(op, offsets)
         outputs = op.op_multi_out(
@@ -98,7 +99,7 @@ class ToPaddedRecurrences(FusePass):
     }
 
     def run(self, model: ir.Model) -> PassReport:
-        count = to_padded_recurrences(model.graph)
+        count = to_padded_recurrences(model.graph, model_opset(model))
         return PassReport(self.name, count > 0, count)
 
 
@@ -124,7 +125,24 @@ class LowerToStandard(FusePass):
     }
 
     def run(self, model: ir.Model) -> PassReport:
-        counts = lower_to_standard(model.graph)
+        counts = lower_to_standard(model.graph, model_opset(model))
+        notes = tuple(f"{op} x{n}" for op, n in sorted(counts.items()))
+        return PassReport(self.name, bool(counts), sum(counts.values()), notes=notes)
+
+
+class LowerContribOps(FusePass):
+    """ONNX Runtime's contrib ops (FusedMatMul, FusedConv, ...) as standard ONNX nodes, and the
+    opsets no node uses dropped; UnsupportedOpError naming every other op of a foreign domain,
+    before anything is rewritten (integrations/onnx/contrib_ops.py)."""
+
+    name = "lower_contrib_ops"
+
+    def run(self, model: ir.Model) -> PassReport:
+        counts = lower_contrib_ops(model.graph, model_opset(model))
+        # The opsets no node uses any more (ONNX Runtime's optimizer declares all of its own).
+        used = {n.domain for n in model.graph.all_nodes()} | {"", conventions.DOMAIN}
+        for domain in [d for d in model.opset_imports if d not in used]:
+            del model.opset_imports[domain]
         notes = tuple(f"{op} x{n}" for op, n in sorted(counts.items()))
         return PassReport(self.name, bool(counts), sum(counts.values()), notes=notes)
 
@@ -171,6 +189,7 @@ def lowering_passes() -> list[FusePass]:
         # Types and ranks from our schemas while our ops are still there: the standard nodes
         # that replace them inherit what their outputs were (a graph output needs both).
         IrPass("shape_inference", ShapeInferencePass),
+        LowerContribOps(),
         ToPaddedRecurrences(),
         CancelReorders(),
         LowerToStandard(),
@@ -180,6 +199,10 @@ def lowering_passes() -> list[FusePass]:
         IrPass("remove_unused_nodes", RemoveUnusedNodesPass, lowered),
         DropFusebridgeOpset(),
         # Types for the values the rewrites made.
-        IrPass("final_shape_inference", ShapeInferencePass, lowered),
+        IrPass(
+            "final_shape_inference",
+            ShapeInferencePass,
+            {**lowered, "lower_contrib_ops": "it works on what that wrote"},
+        ),
         OnnxChecker(),
     ]

@@ -11,7 +11,7 @@ import onnxruntime as ort
 
 from fusebridge import conventions, kernels
 from fusebridge.errors import ArgumentError, ExecutionError
-from fusebridge.runtime.schedule import captured
+from fusebridge.runtime.schedule import captured, ort_opsets
 from fusebridge.runtime.step import Step
 from fusebridge.session_graph import describe
 
@@ -25,6 +25,54 @@ def ort_error(what: str, label: str, group: list[ir.Node], exc: Exception) -> Ex
     return ExecutionError(f"Session: {what} {label}{at}: {exc}")
 
 
+_ORT_TYPES = {
+    f"tensor({name.lower()})": ir.DataType(number)
+    for name, number in onnx.TensorProto.DataType.items()
+    if number != onnx.TensorProto.UNDEFINED
+}
+
+
+def _type_from_ort(outputs: list[ir.Value], sess: ort.InferenceSession) -> None:
+    """The element types ONNX Runtime inferred for outputs of no known type: the partitions
+    after this one, built later in the same order, read them as typed inputs."""
+    typed = []
+    for v, meta in zip(outputs, sess.get_outputs()):
+        if v.dtype is None and meta.type in _ORT_TYPES:
+            v.dtype = _ORT_TYPES[meta.type]
+            typed.append(v)
+    _type_our_readers(typed)
+
+
+def _type_our_readers(typed: list[ir.Value]) -> None:
+    """Output types of our nodes that read values just typed, and so on downstream, by our
+    schemas' type inference (in onnx's registry)."""
+    while typed:
+        for use in typed.pop().uses():
+            node = use.node
+            known = [v for v in node.inputs if v is not None]
+            if (
+                not conventions.is_fusebridge(node)
+                or all(v.dtype is not None for v in node.outputs)
+                or any(v.dtype is None for v in known)
+            ):
+                continue
+            schema = onnx.defs.get_schema(
+                node.op_type, conventions.DOMAIN_VERSION, conventions.DOMAIN
+            )
+            types = {v.name: onnx.helper.make_tensor_type_proto(v.dtype.value, None) for v in known}
+            try:
+                inferred = onnx.shape_inference.infer_node_outputs(
+                    schema, ir.serde.serialize_node(node), types
+                )
+            except Exception:  # onnx raises its own types: the value stays untyped
+                continue
+            for v in node.outputs:
+                elem = inferred[v.name].tensor_type.elem_type if v.name in inferred else 0
+                if v.dtype is None and elem:
+                    v.dtype = ir.DataType(elem)
+                    typed.append(v)
+
+
 def label_of(group: list[ir.Node]) -> str:
     ops = ", ".join(n.op_type for n in group[:6]) + (", ..." if len(group) > 6 else "")
     return f"ONNX partition [{ops}] (from node {group[0].name!r})"
@@ -34,9 +82,11 @@ def onnx_step(
     group: list[ir.Node],
     constants: Mapping[str, np.ndarray],
     feeds: Mapping[str, ir.Value],
+    opset_imports: Mapping[str, int] | None = None,
     alone: bool = False,
 ) -> Step:
-    """A run of standard ONNX nodes as one ONNX Runtime session, built once. `alone`: the
+    """A run of ONNX Runtime's nodes as one ONNX Runtime session, built once, at the model's
+    opset imports (of the domains ONNX Runtime implements; opset 17 without them). `alone`: the
     session is the whole program (no kernel of ours runs), so it keeps ORT's default spinning."""
     members = set(group)
     produced = {v.name for n in group for v in n.outputs}
@@ -58,20 +108,29 @@ def onnx_step(
     label = label_of(group)
 
     def info(v: ir.Value) -> onnx.ValueInfoProto:
-        if v.dtype is None:
+        # The whole type, not only the element type: a boundary value may be a sequence.
+        if v.type is None or v.dtype is None:
             raise ArgumentError(f"Session: value {v.name!r} of {label} has no known type")
-        return onnx.helper.make_tensor_value_info(v.name, v.dtype.value, None)
+        return onnx.helper.make_value_info(v.name, ir.serde.serialize_type(v.type))
+
+    def output_info(v: ir.Value) -> onnx.ValueInfoProto:
+        # ONNX Runtime infers what onnx's shape inference cannot (its contrib ops' outputs).
+        known = v.type is not None and v.dtype is not None
+        return info(v) if known else onnx.helper.make_value_info(v.name, onnx.TypeProto())
 
     graph = onnx.helper.make_graph(
         [ir.serde.serialize_node(n) for n in group],
         "partition",
         [info(v) for v in inputs],
-        [info(v) for v in outputs],
+        [output_info(v) for v in outputs],
         initializer=[ir.serde.serialize_tensor(t) for t in initializers.values()],
     )
     model = onnx.helper.make_model(
         graph,
-        opset_imports=[onnx.helper.make_opsetid("", conventions.ONNX_OPSET)],
+        opset_imports=[
+            onnx.helper.make_opsetid(domain, version)
+            for domain, version in ort_opsets(dict(opset_imports or {})).items()
+        ],
         ir_version=conventions.IR_VERSION,
     )
     options = ort.SessionOptions()
@@ -86,6 +145,7 @@ def onnx_step(
         )
     except Exception as exc:  # ONNX Runtime raises its own exception types
         raise ort_error("ONNX Runtime refused", label, group, exc) from exc
+    _type_from_ort(outputs, sess)
     in_names, out_names = [v.name for v in inputs], [v.name for v in outputs]
     fed = [n for n in in_names if n in feeds]
     reads = f" (it reads input(s) {fed})" if fed else ""

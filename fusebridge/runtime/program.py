@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 
@@ -19,16 +20,19 @@ from fusebridge.session_graph import describe, feed_phrase
 
 class Program:
     """A graph cut into steps once: the main graph (`main`), or an If branch or Loop body that a
-    control step runs. `constants` holds the initializers in scope (an enclosing graph's too)."""
+    control step runs. `constants` holds the initializers in scope (an enclosing graph's too);
+    `opset_imports` are the model's, which its ONNX Runtime partitions declare."""
 
     def __init__(
         self,
         graph: ir.Graph,
         constants: Mapping[str, np.ndarray],
         feeds: Mapping[str, ir.Value],
+        opset_imports: Mapping[str, int] | None = None,
         main: bool = False,
     ) -> None:
         self.graph = graph
+        self._opset_imports = dict(opset_imports or {})
         self._feeds = feeds  # the Session's graph inputs, for messages that name a feed
         self._constants = {
             **constants,
@@ -86,7 +90,8 @@ class Program:
             fixed = [self._constants.get(source)]  # an Identity of an initializer (lod_reset)
             return Step(what, node.name, [source], [node.outputs[0].name], lambda xs: xs, fixed)
         if what == "control":
-            step, bodies = control_step(node, self._constants, self._feeds, Program)
+            body = functools.partial(Program, opset_imports=self._opset_imports)
+            step, bodies = control_step(node, self._constants, self._feeds, body)
             self._bodies += bodies
             return step
         if what == "fusebridge":
@@ -107,7 +112,7 @@ class Program:
             step = Step(what, f"{node.op_type} {node.name}", names, outputs, run, fixed)
             step.where = f"Session: {describe(node)}{self._fed(node)}"
             return step
-        return onnx_step(group, self._constants, self._feeds, self._alone)
+        return onnx_step(group, self._constants, self._feeds, self._opset_imports, self._alone)
 
     def _fed(self, node: ir.Node) -> str:
         """' (lengths is input 'data1' through Cast)': which of node's inputs come straight

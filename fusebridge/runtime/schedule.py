@@ -10,6 +10,22 @@ import onnx_ir as ir
 from fusebridge import conventions
 from fusebridge.errors import ArgumentError
 
+# The domains whose ops ONNX Runtime implements (its contrib ops among them): their nodes run
+# in ONNX Runtime partitions, which declare the model's opset of each.
+ORT_DOMAINS = (
+    "",
+    "ai.onnx",
+    "ai.onnx.ml",
+    "ai.onnx.training",
+    "ai.onnx.preview",
+    "ai.onnx.preview.training",
+    "com.microsoft",
+    "com.microsoft.nchwc",
+    "com.microsoft.experimental",
+    "com.ms.internal.nhwc",
+    "org.pytorch.aten",
+)
+
 
 def subgraphs_within(node: ir.Node) -> list[ir.Graph]:
     """Every graph inside node, nested ones included."""
@@ -44,11 +60,21 @@ def kind(node: ir.Node) -> str:
         # Our ops inside: the control flow runs here, its bodies as programs of their own.
         inside = any(conventions.is_fusebridge(n) for g in subgraphs_within(node) for n in g)
         return "control" if inside else "onnx"
-    if node.domain in ("", "ai.onnx"):
+    if node.domain in ORT_DOMAINS:
         return "onnx"
     raise ArgumentError(
-        f"Session: node {node.name!r} has domain {node.domain!r}, which no backend runs"
+        f"Session: node {node.name!r} ({node.op_type}) has domain {node.domain!r}, which no "
+        f"backend runs (ONNX Runtime runs the domains {list(ORT_DOMAINS)}, our kernels "
+        f"{conventions.DOMAIN!r})"
     )
+
+
+def ort_opsets(opset_imports: dict[str, int]) -> dict[str, int]:
+    """The opset imports an ONNX Runtime partition of a model declares: the model's own, of
+    the domains ONNX Runtime implements ("ai.onnx" as ""; opset 17 where none is given)."""
+    found = {("" if d == "ai.onnx" else d): v for d, v in opset_imports.items() if d in ORT_DOMAINS}
+    found.setdefault("", conventions.ONNX_OPSET)
+    return found
 
 
 def handed_out(groups: list[list[ir.Node]], graph: ir.Graph) -> set[str]:

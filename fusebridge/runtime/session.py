@@ -356,15 +356,18 @@ class Session:
             lowered = {c.index for c, k in zip(self.placement.candidates, placement) if not k}
             if lowered:
                 from fusebridge.integrations.onnx.lowering import lower_to_standard
+                from fusebridge.integrations.onnx.standard_ops import model_opset
 
                 model = ir.from_proto(ir.to_proto(model))
                 nodes = list(model.graph)
                 chosen = {nodes[i] for i in lowered}
-                lower_to_standard(model.graph, lambda n: n in chosen)
+                lower_to_standard(model.graph, model_opset(model), lambda n: n in chosen)
                 ShapeInferencePass()(model)  # the lowered nodes' values need their types
             graph = model.graph
             feeds = {v.name: v for v in graph.inputs if v.name in self._graph_inputs}
-            built = _Built(Program(graph, {}, feeds, main=True), list(self._graph_inputs))
+            built = _Built(
+                Program(graph, {}, feeds, model.opset_imports, main=True), list(self._graph_inputs)
+            )
             self.builds += 1
             if len(self._programs) >= PROGRAMS_KEPT:
                 self._programs.pop(next(iter(self._programs)))

@@ -16,7 +16,7 @@ from fusebridge.errors import UnsupportedOpError
 from fusebridge.fuse_passes.passes import FusePass
 from fusebridge.fuse_passes.report import PassReport
 from fusebridge.integrations.onnx.lowering import replace_node
-from fusebridge.integrations.onnx.standard_ops import OpBuilder, constant_input
+from fusebridge.integrations.onnx.standard_ops import OpBuilder, constant_input, model_opset
 
 # (builder, node) -> the values that replace the node's outputs, in order; None for an output
 # nothing reads, which then goes with the node.
@@ -52,6 +52,7 @@ class ImportOp(FusePass):
     def run(self, model: ir.Model) -> PassReport:
         graph = model.graph
         taken = {v.name for v in graph.initializers.values()}
+        opset = model_opset(model)
         imported = 0
         refusals = []
         notes = []
@@ -62,7 +63,7 @@ class ImportOp(FusePass):
                 notes.append(f"{where(node)} stays a standard op (run by ONNX Runtime)")
             if node.op_type != self.op_type:
                 continue
-            op = OpBuilder(node.name or node.outputs[0].name or node.op_type, taken)
+            op = OpBuilder(node.name or node.outputs[0].name or node.op_type, taken, opset)
             try:
                 outputs = self.convert(op, node)
             except UnsupportedOpError as exc:

@@ -1,6 +1,6 @@
-"""fusebridge ops -> standard ONNX (opset 17) subgraphs, for the portable file: each op's own
-lowering (its module in fusebridge/ops/) builds the subgraph; this puts it in the graph. What
-ONNX cannot express raises UnsupportedOpError naming the node and why."""
+"""fusebridge ops -> standard ONNX subgraphs at the model's opset, for the portable file: each
+op's own lowering (its module in fusebridge/ops/) builds the subgraph; this puts it in the
+graph. What ONNX cannot express raises UnsupportedOpError naming the node and why."""
 
 from __future__ import annotations
 
@@ -29,11 +29,13 @@ def replace_node(
 
 
 def lower_to_standard(
-    graph: ir.Graph, only: Callable[[ir.Node], bool] | None = None
+    graph: ir.Graph,
+    opset: int = conventions.ONNX_OPSET,
+    only: Callable[[ir.Node], bool] | None = None,
 ) -> dict[str, int]:
     """Every fusebridge node of `graph` (those `only` accepts, when given: the Session's
-    placement lowers the nodes it puts in ONNX Runtime) replaced by standard ONNX nodes; how
-    many of each."""
+    placement lowers the nodes it puts in ONNX Runtime) replaced by standard ONNX nodes of
+    standard opset `opset` (the model's); how many of each."""
     taken = {v.name for v in graph.initializers.values()}
     counts: dict[str, int] = {}
     for node in list(graph):
@@ -42,7 +44,7 @@ def lower_to_standard(
         lower = ops.op(node.op_type).lower
         if lower is None:
             raise UnsupportedOpError(f"{where(node)}: no standard ONNX form")
-        op = OpBuilder(node.name or node.outputs[0].name or node.op_type, taken)
+        op = OpBuilder(node.name or node.outputs[0].name or node.op_type, taken, opset)
         replace_node(graph, node, op, lower(op, node))
         counts[node.op_type] = counts.get(node.op_type, 0) + 1
     return counts

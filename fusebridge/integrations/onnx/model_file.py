@@ -6,10 +6,9 @@ Checked here: the file is not empty and parses; it has a graph with outputs; its
 known; external data stays in the model's directory and fits its files (external_data.py);
 every tensor holds exactly the bytes its dims and element type need; then onnx.checker (node
 arity, attribute types, topological order so no cycle and no dangling reference, single
-assignment of names, declared domains). A model of another opset of the standard domain is
-converted to ours (conventions.ONNX_OPSET): the Session runs every standard op at that opset,
-and some ops kept their signature but changed meaning (Softmax before 13 flattened the
-trailing axes)."""
+assignment of names, declared domains). The model keeps its own opsets: nothing converts it
+(ONNX Runtime partitions run at the model's opset imports, and the ops our passes write are
+written in their form at the model's standard opset: opset_forms.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import version_converter
 
 from fusebridge import conventions
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
@@ -35,7 +33,7 @@ _STANDARD_DOMAINS = ("", "ai.onnx")
 
 
 def read_model_proto(path: Path) -> onnx.ModelProto:
-    """The model in `path`, checked, its external data read in, at conventions.ONNX_OPSET."""
+    """The model in `path`, checked, its external data read in, at its own opsets."""
     where = f"load: {str(path)!r}"
     data = path.read_bytes()
     if not data:
@@ -49,7 +47,7 @@ def read_model_proto(path: Path) -> onnx.ModelProto:
         raise ModelFormatError(f"{where}: the model has no graph")
     if not model.graph.output:
         raise ModelFormatError(f"{where}: the graph has no outputs")
-    standard = _check_opsets(model, where)
+    _check_opsets(model, where)
     if any(
         g.sparse_initializer
         or any(a.HasField("sparse_tensor") for n in g.node for a in n.attribute)
@@ -62,14 +60,6 @@ def read_model_proto(path: Path) -> onnx.ModelProto:
     _check_tensor_sizes(model, where)
     check_declared_dims(model.graph, where)
     _check_structure(model, None if external else data, path, where)
-    if standard != conventions.ONNX_OPSET:
-        try:
-            model = version_converter.convert_version(model, conventions.ONNX_OPSET)
-        except Exception as exc:  # the converter raises RuntimeError and onnx's own types
-            raise UnsupportedOpError(
-                f"{where}: opset {standard} of the standard domain cannot be converted to "
-                f"opset {conventions.ONNX_OPSET}, the one fusebridge runs: {_one_line(exc)}"
-            ) from exc
     return model
 
 
@@ -115,8 +105,8 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-def _check_opsets(model: onnx.ModelProto, where: str) -> int:
-    """The standard domain's opset; refuses a missing one, one newer than onnx knows, and a
+def _check_opsets(model: onnx.ModelProto, where: str) -> None:
+    """Refuses a missing opset of the standard domain, one newer than onnx knows, and a
     fusebridge domain version other than ours."""
     versions = {o.domain: o.version for o in model.opset_import}
     standard = [versions[d] for d in _STANDARD_DOMAINS if d in versions]
@@ -136,7 +126,6 @@ def _check_opsets(model: onnx.ModelProto, where: str) -> int:
             f"{where}: {conventions.DOMAIN} domain version {ours}, "
             f"expected {conventions.DOMAIN_VERSION}"
         )
-    return standard[0]
 
 
 # The typed fields: complex numbers take two values an element; 4- and 2-bit types pack 2 and 4

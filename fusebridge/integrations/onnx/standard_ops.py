@@ -1,5 +1,7 @@
-"""Standard-ONNX (opset 17) subgraphs for LoD data, recorded on a tape: the pieces the portable
-export builds our ops from. Every function takes the builder first, as onnxscript's `op`."""
+"""Standard-ONNX subgraphs for LoD data, recorded on a tape: the pieces the portable export
+builds our ops from. Every function takes the builder first, as onnxscript's `op`. The builder
+knows its target opset (the model's): each standard op is recorded in its form at that opset
+(opset_forms.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import onnx_ir as ir
 
 from fusebridge import conventions
 from fusebridge.errors import UnsupportedOpError
+from fusebridge.integrations.onnx.opset_forms import emit_at
 
 _INT64_MAX = np.iinfo(np.int64).max
 
@@ -18,12 +21,17 @@ class OpBuilder(ir.tape.Tape):
     """`op.Gather(x, i, axis=0)` -> the output Value, the node recorded on the tape;
     `_outputs=k` gives k outputs, `_domain` another domain, `_name` the node's name.
     `op.const(array, hint)` -> an initializer named after `prefix` and `hint`, unique in
-    `taken` (the graph's names)."""
+    `taken` (the graph's names). Standard ops are written in opset 17's form and recorded in
+    their form at `opset` (the model's standard opset); one that has none there raises
+    UnsupportedOpError naming the node (`prefix`), the op and the opset."""
 
-    def __init__(self, prefix: str, taken: set[str] | None = None) -> None:
+    def __init__(
+        self, prefix: str, taken: set[str] | None = None, opset: int = conventions.ONNX_OPSET
+    ) -> None:
         super().__init__()
         self.prefix = prefix
         self.taken = taken if taken is not None else set()
+        self.opset = opset
         self._consts: dict[tuple, ir.Value] = {}
 
     def __getattr__(self, op_type: str) -> Callable[..., ir.Value | tuple[ir.Value, ...]]:
@@ -41,11 +49,18 @@ class OpBuilder(ir.tape.Tape):
             while inputs and inputs[-1] is None:  # optional inputs left off at the end
                 inputs.pop()
             where = {"domain": _domain, "name": _name}
-            if _outputs == 1:
-                return self.op(op_type, inputs, attributes, **where)
-            return tuple(
-                self.op_multi_out(op_type, inputs, attributes, num_outputs=_outputs, **where)
-            )
+
+            def emit(inputs: list, attributes: dict, outputs: int):
+                if outputs == 1:
+                    return self.op(op_type, inputs, attributes, **where)
+                return tuple(
+                    self.op_multi_out(op_type, inputs, attributes, num_outputs=outputs, **where)
+                )
+
+            if _domain not in ("", "ai.onnx"):
+                return emit(inputs, attributes, _outputs)
+            node = f"node {self.prefix!r}"
+            return emit_at(op_type, self.opset, inputs, attributes, _outputs, emit, self, node)
 
         return make
 
@@ -60,6 +75,12 @@ class OpBuilder(ir.tape.Tape):
 
     def ints(self, values: list[int], hint: str) -> ir.Value:
         return self.const(np.asarray(values, np.int64), hint)
+
+
+def model_opset(model: ir.Model) -> int:
+    """The model's opset of the standard domain: the opset its standard ops are written at."""
+    imports = model.opset_imports
+    return imports.get("", imports.get("ai.onnx", conventions.ONNX_OPSET))
 
 
 def constant_input(value: ir.Value | None, where: str, why: str) -> np.ndarray | None:

@@ -97,7 +97,7 @@ def _graph(body: OpBuilder, inputs: list[ir.Value], outputs: list[ir.Value]) -> 
 def _forward(op: OpBuilder, padded: ir.Value, w: ir.Value, lens: ir.Value) -> ir.Graph:
     """Iteration k computes step t = k + 1: alpha_t[j] = max_i(alpha[i] + w[i, j]) + x_t[j],
     in that float32 order; sentences of length <= t keep their alpha. Emits the argmaxes."""
-    body = OpBuilder(f"{op.prefix}/viterbi_forward", op.taken)
+    body = OpBuilder(f"{op.prefix}/viterbi_forward", op.taken, op.opset)
     k = _input(body, "k", ir.DataType.INT64, [])
     cond = _input(body, "cond", ir.DataType.BOOL, [])
     alpha = _input(body, "alpha", ir.DataType.FLOAT, ["N", "tags"])
@@ -116,7 +116,7 @@ def _backward(op: OpBuilder, backs: ir.Value, back_of: ir.Value, lens_m1: ir.Val
     """Iteration k carries the tags at step t = T-1-k and emits them; the carried tags move to
     step t-1 by the back pointers of step t where t is a word of the sentence (t < len), and
     stay where it is not, so each sentence starts from its own last tag."""
-    body = OpBuilder(f"{op.prefix}/viterbi_backward", op.taken)
+    body = OpBuilder(f"{op.prefix}/viterbi_backward", op.taken, op.opset)
     k = _input(body, "k", ir.DataType.INT64, [])
     cond = _input(body, "cond", ir.DataType.BOOL, [])
     tag = _input(body, "tag", ir.DataType.INT64, ["N", 1])
@@ -130,4 +130,7 @@ def _backward(op: OpBuilder, backs: ir.Value, back_of: ir.Value, lens_m1: ir.Val
 def _stacked(op: OpBuilder, scan: ir.Value, trips: ir.Value, step_shape: ir.Value) -> ir.Value:
     """A Loop's scan output as [trips, step shape...]: onnxruntime stacks the steps on a new
     axis, onnx.reference concatenates them on axis 0 (np.vstack). allowzero: N may be 0."""
-    return op.Reshape(scan, op.Concat(trips, step_shape, axis=0), allowzero=1)
+    # Below opset 14 (no allowzero) a 0 copies the scan's own dim, which onnxruntime's
+    # stacked scan output has already.
+    allowzero = {"allowzero": 1} if op.opset >= 14 else {}
+    return op.Reshape(scan, op.Concat(trips, step_shape, axis=0), **allowzero)

@@ -38,10 +38,12 @@ def one_op_model(
     build: Callable[..., ir.Value],
     inputs: list[tuple[str, ir.DataType, list]],
     output: tuple[ir.DataType, list],
+    opset: int = 17,
 ) -> onnx.ModelProto:
-    """build(op, *input values) as a model whose graph output is the value it returns."""
+    """build(op, *input values) as a model of standard opset `opset` whose graph output is the
+    value it returns."""
     values = [ir.Value(name=n, type=ir.TensorType(t), shape=ir.Shape(s)) for n, t, s in inputs]
-    op = OpBuilder("lowered", {n for n, _, _ in inputs})
+    op = OpBuilder("lowered", {n for n, _, _ in inputs}, opset)
     out = build(op, *values)
     out.name, out.dtype, out.shape = "out", output[0], ir.Shape(output[1])
     graph = ir.Graph(
@@ -49,7 +51,7 @@ def one_op_model(
         [out],
         nodes=op.nodes,
         initializers=op.initializers,
-        opset_imports={"": 17},
+        opset_imports={"": opset},
         name="lowered",
     )
     proto = ir.to_proto(ir.Model(graph, ir_version=10))
