@@ -17,13 +17,13 @@ import onnx_ir as ir
 from onnx_ir.passes.common import (
     CommonSubexpressionEliminationPass,
     RemoveUnusedNodesPass,
-    ShapeInferencePass,
 )
 
 from fusebridge import conventions, ops
 from fusebridge.errors import ModelFormatError
 from fusebridge.fuse_passes.passes import FusePass, IrPass
 from fusebridge.fuse_passes.report import PassReport
+from fusebridge.fuse_passes.type_inference import InferTypes
 from fusebridge.integrations.onnx import standard_ops
 from fusebridge.integrations.onnx.contrib_ops import lower_contrib_ops
 from fusebridge.integrations.onnx.lowering import lower_to_standard, replace_node
@@ -188,7 +188,7 @@ def lowering_passes() -> list[FusePass]:
     return [
         # Types and ranks from our schemas while our ops are still there: the standard nodes
         # that replace them inherit what their outputs were (a graph output needs both).
-        IrPass("shape_inference", ShapeInferencePass),
+        IrPass("shape_inference", InferTypes),
         LowerContribOps(),
         ToPaddedRecurrences(),
         CancelReorders(),
@@ -201,7 +201,7 @@ def lowering_passes() -> list[FusePass]:
         # Types for the values the rewrites made.
         IrPass(
             "final_shape_inference",
-            ShapeInferencePass,
+            InferTypes,
             {**lowered, "lower_contrib_ops": "it works on what that wrote"},
         ),
         OnnxChecker(),

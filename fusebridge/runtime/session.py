@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import onnx
 import onnx_ir as ir
-from onnx_ir.passes.common import ShapeInferencePass
 
 from fusebridge import conventions, ops
 from fusebridge import random as fbrandom
@@ -27,6 +26,7 @@ from fusebridge.errors import (
     Error,
     ExecutionError,
 )
+from fusebridge.fuse_passes.type_inference import InferTypes
 from fusebridge.kernels.sequence_layout import as_offsets
 from fusebridge.lod_tensor import LoDTensor
 from fusebridge.runtime.placement import Decision, Placement
@@ -131,7 +131,7 @@ class Session:
             # Partitions need their boundary types: inferred on a copy (our schemas are in
             # onnx's registry, so inference runs through our ops too).
             model = ir.from_proto(ir.to_proto(model))
-            ShapeInferencePass()(model)
+            InferTypes()(model)
             graph = model.graph
         # The inputs of this graph (a copy after inference): feed_behind matches by identity.
         feeds = {v.name: v for v in graph.inputs if v.name in self._graph_inputs}
@@ -362,7 +362,7 @@ class Session:
                 nodes = list(model.graph)
                 chosen = {nodes[i] for i in lowered}
                 lower_to_standard(model.graph, model_opset(model), lambda n: n in chosen)
-                ShapeInferencePass()(model)  # the lowered nodes' values need their types
+                InferTypes()(model)  # the lowered nodes' values need their types
             graph = model.graph
             feeds = {v.name: v for v in graph.inputs if v.name in self._graph_inputs}
             built = _Built(

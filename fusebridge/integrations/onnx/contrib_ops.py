@@ -41,12 +41,18 @@ def _batch_to_rows(rank: int) -> list[int]:
 
 
 def _fused_matmul(op: OpBuilder, node: ir.Node) -> list[ir.Value]:
-    """alpha * MatMul(A', B'), A' = A with transBatchA then transA applied (B' likewise)."""
-    operands = []
-    for value, side in zip(node.inputs[:2], "AB"):
+    """alpha * MatMul(A', B'), A' = A with transBatchA then transA applied (B' likewise). A
+    transA/transB on an input of unknown rank (behind another contrib op, which onnx's shape
+    inference does not know) is an Einsum over `...`, which needs no rank."""
+    operands, subscripts = [], []
+    for value, side, plain in zip(node.inputs[:2], "AB", ("ij", "jk")):
         batch, trans = _attr(node, f"transBatch{side}", 0), _attr(node, f"trans{side}", 0)
+        rank = value.shape.rank() if value.shape is not None else None
+        if trans and not batch and rank is None and op.opset >= 12:
+            operands.append(value)
+            subscripts.append(plain[::-1])
+            continue
         if batch or trans:
-            rank = value.shape.rank() if value.shape is not None else None
             if rank is None or rank < 2 or (batch and rank < 3):
                 raise UnsupportedOpError(
                     f"{_where(node)}: transposing input {side} ({value.name!r}) needs its rank, "
@@ -59,7 +65,11 @@ def _fused_matmul(op: OpBuilder, node: ir.Node) -> list[ir.Value]:
                 perm = [perm[i] for i in _swap_last_two(rank)]
             value = op.Transpose(value, perm=perm)
         operands.append(value)
-    product = op.MatMul(*operands)
+        subscripts.append(plain)
+    if subscripts == ["ij", "jk"]:
+        product = op.MatMul(*operands)
+    else:
+        product = op.Einsum(*operands, equation=f"...{subscripts[0]},...{subscripts[1]}->...ik")
     alpha = float(_attr(node, "alpha", 1.0))
     if alpha == 1.0:
         return [product]

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import onnx_ir as ir
-from onnx_ir.passes.common import LiftConstantsToInitializersPass, ShapeInferencePass
+from onnx_ir.passes.common import LiftConstantsToInitializersPass
 
 from fusebridge import conventions, ops
 from fusebridge.errors import (
@@ -23,6 +23,7 @@ from fusebridge.fuse_passes.constant_folding import FoldConstants
 from fusebridge.fuse_passes.passes import IrPass
 from fusebridge.fuse_passes.pipelines import Pipeline
 from fusebridge.fuse_passes.report import OptimizeReport
+from fusebridge.fuse_passes.type_inference import InferTypes
 from fusebridge.integrations.onnx.dropout_import import import_dropout
 from fusebridge.integrations.onnx.gru_import import import_gru
 from fusebridge.integrations.onnx.gru_shapes import check_gru_inputs
@@ -111,7 +112,7 @@ IMPORT_PIPELINE = Pipeline(
         ),
         ImportOp("import_gru", "GRU", import_gru, kept=("LSTM", "RNN")),
         ImportOp("import_dropout", "Dropout", import_dropout),
-        IrPass("infer_types", ShapeInferencePass),  # types for the values the import made
+        IrPass("infer_types", InferTypes),  # types for the values the import made
     ],
     "ONNX file -> canonical IR: constants folded, GRU and Dropout imported as our ops",
 )

@@ -156,10 +156,16 @@ def _structure(path: Path) -> dict[str, Any]:
     graph = model.graph
     return {
         "opsets": sorted((o.domain, o.version) for o in model.opset_import),
-        "inputs": [(v.name, str(v.type)) for v in graph.input],
+        # Element types and ranks: which dims torch.export keeps free depends on what the
+        # process exported before (its specialization of a size), not on the model.
+        "inputs": [
+            (v.name, v.type.tensor_type.elem_type, len(v.type.tensor_type.shape.dim))
+            for v in graph.input
+        ],
         "outputs": [v.name for v in graph.output],
         "nodes": [(n.domain, n.op_type, len(n.input), len(n.output)) for n in graph.node],
-        "initializers": sorted((t.name, tuple(t.dims)) for t in graph.initializer),
+        # Shapes only: torch's dynamo exporter numbers its values (val_N) per process.
+        "initializers": sorted(tuple(t.dims) for t in graph.initializer),
     }
 
 
