@@ -2,22 +2,18 @@
 cost) vs plain `onnxruntime.InferenceSession(the original file)`, same threads, same process,
 the two taking turns: `python -m benchmarks.run --only onnx_models`.
 
-Rows per model: batch 1 (one sequence of STEPS steps), per frame (a streaming model called
-once per step, its state fed back: the frames of one sequence per timed call) and a batch of
-16 sequences of unequal lengths (padded to STEPS; sequence_lens fed where the model takes them).
-The ratio is ORT's median over rounds / fusebridge's (> 1: fusebridge faster); the target is
->= 0.95 on every row and >= 1.5 on unequal lengths fed as sequence_lens. The last column is
-what the Session adds per run to ONNX Runtime's own `run` where every node stays in ORT.
-
-Models: tests/fixtures/onnx/shipped/manifest.json when present (each entry: "file", optional
-"batch_axes"/"steps_axes" {input: axis}, "state" [[input, output], ...], "lengths" input),
-else the older fixtures of tests/fixtures/onnx and a GRU written here with sequence_lens."""
+Models: the look-alikes of tests/fixtures/onnx/shipped (manifest.json). Rows, each as the
+manifest gives it: batch 1 (one sequence), per frame (a streaming model called once per frame,
+its state fed back; one timed call is a sequence of frames), batch 16 (padded; unequal lengths
+fed as sequence_lens where the model takes them). Every row's outputs are checked against ONNX
+Runtime first. The ratio is ORT's median over rounds / fusebridge's (> 1: fusebridge faster);
+the target is >= 0.95 on every row and >= 1.5 on unequal lengths. The last column is what the
+Session adds per run to ONNX Runtime's own `run` where every node stays in ORT."""
 
 from __future__ import annotations
 
-import json
 import statistics
-import tempfile
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,74 +23,11 @@ import onnxruntime as ort
 
 from benchmarks.common import markdown_table
 
-FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "onnx"
-STEPS, BATCH = 50, 16
-# The older fixtures: file -> (batch axis, steps axis) of each input, state pairs.
-FALLBACK = {
-    "torch_gru.onnx": {
-        "batch_axes": {"x": 1, "h0": 1},
-        "steps_axes": {"x": 0},
-        "state": [["h0", "hn"]],
-    },
-    "torch_linear_gru.onnx": {"batch_axes": {"x": 1}, "steps_axes": {"x": 0}},
-    "torch_bigru_2layer.onnx": {"batch_axes": {"x": 0}, "steps_axes": {"x": 1}},
-    "paddle2onnx_gru.onnx": {"batch_axes": {"x": 0}, "steps_axes": {"x": 1}},
-}
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+sys.path.insert(0, str(TESTS))  # the fixtures' manifest and feeds (tests/shipped_onnx_fixtures.py)
+import shipped_onnx_fixtures as shipped  # noqa: E402
 
-
-def models(tmp: Path) -> list[tuple[Path, dict]]:
-    manifest = FIXTURES / "shipped" / "manifest.json"
-    if manifest.exists():
-        entries = json.loads(manifest.read_text())
-        entries = entries.get("models", entries) if isinstance(entries, dict) else entries
-        if isinstance(entries, dict):
-            entries = [{"file": k, **v} for k, v in entries.items()]
-        return [(manifest.parent / e["file"], e) for e in entries]
-    found = [(FIXTURES / name, spec) for name, spec in FALLBACK.items()]
-    spec = {"batch_axes": {"x": 1}, "steps_axes": {"x": 0}, "lengths": "lens"}
-    return [*found, (lengths_gru(tmp), spec)]
-
-
-def lengths_gru(tmp: Path) -> Path:
-    """An ONNX GRU (input 64, hidden 128) that takes sequence_lens, as a padded-batch tagger."""
-    import onnx
-    from onnx import TensorProto, helper
-
-    rng = np.random.default_rng(0)
-    i, h = 64, 128
-    weights = [
-        onnx.numpy_helper.from_array((rng.standard_normal(s) * 0.1).astype(np.float32), n)
-        for n, s in (("W", (1, 3 * h, i)), ("R", (1, 3 * h, h)), ("B", (1, 6 * h)))
-    ]
-    node = helper.make_node("GRU", ["x", "W", "R", "B", "lens"], ["y"], hidden_size=h)
-    inputs = [
-        helper.make_tensor_value_info("x", TensorProto.FLOAT, ["seq", "batch", i]),
-        helper.make_tensor_value_info("lens", TensorProto.INT32, ["batch"]),
-    ]
-    out = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
-    graph = helper.make_graph([node], "gru_lengths", inputs, out, initializer=weights)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
-    path = tmp / "gru_sequence_lens.onnx"
-    onnx.save(model, path)
-    return path
-
-
-def feeds_for(
-    sess: ort.InferenceSession, spec: dict, steps: int, batch: int, lengths: np.ndarray | None
-) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(steps * 1000 + batch)
-    out = {}
-    for v in sess.get_inputs():
-        if v.name == spec.get("lengths"):
-            out[v.name] = lengths if lengths is not None else np.full(batch, steps)
-            out[v.name] = out[v.name].astype(np.int64 if "int64" in v.type else np.int32)
-            continue
-        shape = [d if isinstance(d, int) else 1 for d in v.shape]
-        for name, size in (("batch_axes", batch), ("steps_axes", steps)):
-            if v.name in spec.get(name, {}):
-                shape[spec[name][v.name]] = size
-        out[v.name] = rng.standard_normal(shape).astype(np.float32)
-    return out
+ROWS = {"batch1": "batch 1", "frame": "per frame", "batch16": "batch 16"}
 
 
 def streamed(run: Callable[[dict], dict], frames: list[dict], state: list) -> Callable[[], None]:
@@ -131,60 +64,55 @@ def run(quick: bool = False, threads: int = 2) -> str:
     options.intra_op_num_threads = threads
     rounds, calls = (5, 3) if quick else (15, 10)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for path, spec in models(Path(tmp)):
-            plain = ort.InferenceSession(str(path), options)
-            session = fb.Session(fb.optimize(fb.load(path))[0])
-            names = [o.name for o in plain.get_outputs()]
+    rng = np.random.default_rng(0)
+    for name, entry in shipped.load_manifest(shipped.DEFAULT_OUT_DIR).items():
+        path = shipped.DEFAULT_OUT_DIR / entry["file"]
+        plain = ort.InferenceSession(str(path), options)
+        session = fb.Session(fb.optimize(fb.load(path))[0])
+        names = [o.name for o in plain.get_outputs()]
 
-            def ort_run(f: dict, plain=plain, names=names) -> dict:
-                return dict(zip(names, plain.run(None, f)))
+        def ort_run(f: dict, plain=plain, names=names) -> dict:
+            return dict(zip(names, plain.run(None, f)))
 
-            cases = [("batch 1", 1, None), (f"batch {BATCH}, lengths 5..{STEPS}", BATCH, True)]
-            if spec.get("state"):
-                cases.insert(1, ("per frame", 1, False))
-            for label, batch, unequal in cases:
-                lengths = None
-                if unequal:
-                    lengths = np.random.default_rng(0).integers(5, STEPS + 1, batch)
-                    lengths[0] = STEPS
-                if unequal is False:  # per frame
-                    frames = [feeds_for(plain, spec, 1, 1, None) for _ in range(STEPS)]
-                    state = spec["state"]
-                    ours = streamed(session.run, frames, state)
-                    theirs = streamed(ort_run, frames, state)
-                    placed = session.explain(frames[0])
-                else:
-                    f = feeds_for(plain, spec, STEPS, batch, lengths)
-                    want = plain.run(None, f)
-                    got = session.run(f)
-                    err = max(
-                        float(np.abs(got[n] - w).max() / max(np.abs(w).max(), 1e-12))
-                        for n, w in zip(names, want)
-                    )
-                    assert err < 1e-4, (path.name, label, err)
-                    placed = session.explain(f)
+        for row, label in ROWS.items():
+            if row not in entry["rows"]:
+                continue
+            f = shipped.row_feeds(entry, row, rng)
+            want, got = ort_run(f), session.run(f)
+            err = max(shipped.max_scaled_error(got[n], want[n]) for n in names)
+            assert err < shipped.TOLERANCE, (name, row, err)
+            placed = session.explain(f)
+            if row == "frame":  # one sequence of `steps` frames, the state fed back
+                steps = shipped.BATCH16_LENGTHS[0]
+                frames = [shipped.row_feeds(entry, row, rng) for _ in range(steps)]
+                state = [(i, o) for o, i in entry["states"].items()]
+                ours = streamed(session.run, frames, state)
+                theirs = streamed(ort_run, frames, state)
+                label = f"per frame ({steps} frames)"
+            else:
 
-                    def ours(f=f, session=session):
-                        return session.run(f)
+                def ours(f=f, session=session):
+                    return session.run(f)
 
-                    def theirs(f=f, plain=plain):
-                        return plain.run(None, f)
+                def theirs(f=f, plain=plain):
+                    return plain.run(None, f)
 
-                t_ours, t_ort = interleaved(ours, theirs, rounds, calls)
-                kernels = sum(d.on_kernel for d in placed)
-                fed = " (sequence_lens fed)" if unequal and spec.get("lengths") else ""
-                rows.append(
-                    [
-                        path.name,
-                        label + fed,
-                        f"{kernels}/{len(placed)}",
-                        f"{1e3 * t_ours:.3f}",
-                        f"{1e3 * t_ort:.3f}",
-                        f"{t_ort / t_ours:.2f}x",
-                        overhead(session, f) if unequal is None and not kernels else "",
-                    ]
-                )
+                if row == "batch16" and entry.get("lengths"):
+                    label += ", unequal lengths (sequence_lens)"
+            t_ours, t_ort = interleaved(ours, theirs, rounds, calls)
+            kernels = sum(d.on_kernel for d in placed)
+            all_ort = not kernels and row != "frame"
+            rows.append(
+                [
+                    name,
+                    label,
+                    f"{kernels}/{len(placed)}",
+                    f"{1e3 * t_ours:.3f}",
+                    f"{1e3 * t_ort:.3f}",
+                    f"{t_ort / t_ours:.2f}x",
+                    overhead(session, f) if all_ort else "",
+                ]
+            )
     header = [
         "model",
         "row",
@@ -199,7 +127,7 @@ def run(quick: bool = False, threads: int = 2) -> str:
             "## ONNX models as shipped: fusebridge vs plain ONNX Runtime",
             "",
             f"{threads} thread(s) for both; median of {rounds} interleaved rounds of {calls} "
-            f"calls; {STEPS} steps; per frame = one {STEPS}-step sequence, one call a step.",
+            f"calls; batch rows of {shipped.BATCH16_LENGTHS[0]} steps.",
             "",
             markdown_table(header, rows),
         ]

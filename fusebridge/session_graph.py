@@ -139,13 +139,21 @@ def _check_acyclic(
         )
 
 
-def feed_behind(value: ir.Value, feeds: Mapping[str, ir.Value]) -> tuple[str, list[str]] | None:
+def feed_behind(
+    value: ir.Value, feeds: Mapping[str, ir.Value], through_ops: tuple[str, ...] = _PASS_THROUGH
+) -> tuple[str, list[str]] | None:
     """(feed name, the ops between it and value) when value is one of `feeds` or reaches from
-    one through Identity or Cast nodes only; None otherwise."""
+    one through `through_ops` (Identity or Cast) nodes only, each by its first input and
+    output; None otherwise."""
     through = []
     while feeds.get(value.name) is not value:
         node = value.producer()
-        if node is None or node.domain not in ("", "ai.onnx") or node.op_type not in _PASS_THROUGH:
+        if (
+            node is None
+            or node.domain not in ("", "ai.onnx")
+            or node.op_type not in through_ops
+            or node.outputs[0] is not value
+        ):
             return None
         if not node.inputs or node.inputs[0] is None:
             return None

@@ -134,7 +134,9 @@ def onnx_step(
         ir_version=conventions.IR_VERSION,
     )
     options = ort.SessionOptions()
-    options.intra_op_num_threads = kernels.get_num_threads()
+    # Beside our kernels a partition runs on the calling thread alone: an ORT pool of its own
+    # per partition would wake (or spin against) OpenMP's threads at every cut.
+    options.intra_op_num_threads = kernels.get_num_threads() if alone else 1
     if not alone:  # our OpenMP threads run between ORT calls: ORT's must not spin through them
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     # Its errors reach the caller as ExecutionError: logged too, they would print twice.

@@ -45,19 +45,20 @@ class Costs:
     call: float
 
 
-# python -m benchmarks.placement_costs --threads 2 (prints the lines below); measured with
-# --quick on a shared, loaded 2-core VM (Xeon, 2 threads): the lead reruns it on a quiet one.
+# python -m benchmarks.placement_costs --threads 2 (prints the lines below), on a quiet 2-core
+# AMD EPYC VM (AVX-512), 2 threads.
 COSTS = Costs(
-    kernel_fixed=9.33,
-    kernel_step=0.109,
-    kernel_mac=8.999,
-    ort_fixed=8.28,
-    ort_step=0.298,
-    ort_mac=13.584,
-    call=3.48,
+    kernel_fixed=8.72,
+    kernel_step=0.107,
+    kernel_mac=6.369,
+    ort_fixed=7.75,
+    ort_step=0.283,
+    ort_mac=9.576,
+    call=9.98,
 )
 DEFAULT_DIM = 1
 _GRU_OPS = ("GRU", "FusionGRU")
+_LENGTHS_THROUGH = ("Identity", "Cast", "TopK")
 
 # A dim's source: a static size, a graph input's symbol, ("feed", name, axis), ("from", the
 # index of a candidate upstream) or None (DEFAULT_DIM).
@@ -170,7 +171,9 @@ class Placement:
         input_size = int(wx.shape[-2]) if wx is not None else 3 * hidden
         sources = [self._source(x, axis, symbols, feeds) for axis in axes]
         lengths = node.inputs[1] if len(node.inputs) > 1 else None
-        fed = None if lengths is None else feed_behind(lengths, feeds)
+        # TopK's values: torch's pack_padded_sequence sorts the lengths; the cost reads only
+        # their sum and maximum.
+        fed = None if lengths is None else feed_behind(lengths, feeds, _LENGTHS_THROUGH)
         return Candidate(
             node,
             index,
@@ -252,7 +255,8 @@ class Placement:
                 # Lengths that do not fit the padded steps (or the batch) go to our kernel,
                 # whose check names the node and the feed; ONNX Runtime's would not.
                 checked = resolved and (lengths.size != batch or top > steps)
-                steps = steps if resolved else max(steps, int(top))
+                if not resolved:  # the lengths give the batch, and the padded steps at least
+                    steps, batch = max(steps, int(top)), lengths.size
                 filled = int(np.clip(lengths.astype(np.float64), 0, steps).sum())
             out.append(RunShape(steps, batch, filled, resolved, checked))
         return out
