@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch_fixtures
 
 DEFAULT_OUT_DIR = Path("tests/fixtures/onnx/shipped")
 MANIFEST = "manifest.json"
@@ -221,16 +222,6 @@ def _torch_modules() -> dict[str, Any]:
             y, _ = self.post2(y)
             return torch.sigmoid(self.fc(y)) * x
 
-    class GruWithH0(nn.Module):
-        """Time-major GRU with an explicit initial state."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.gru = nn.GRU(12, 16)
-
-        def forward(self, x: torch.Tensor, h0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            return self.gru(x, h0)
-
     class LinearBiGru2Layer(nn.Module):
         """Linear, then a batch_first bidirectional two-layer GRU."""
 
@@ -258,7 +249,7 @@ def _torch_modules() -> dict[str, Any]:
         "SpeechMask": SpeechMask,
         "StreamingDenoiser": StreamingDenoiser,
         "SmallGrus": SmallGrus,
-        "GruWithH0": GruWithH0,
+        "GruWithH0": torch_fixtures._modules()["GruWithH0"],
         "LinearBiGru2Layer": LinearBiGru2Layer,
         "LstmRnn": LstmRnn,
     }
