@@ -65,9 +65,10 @@ def test_padded_batch_of_unequal_lengths_runs_on_our_kernel(tmp_path):
     assert [s.kind for s in session._program.steps].count("fusebridge") == 1
 
 
-def test_unresolvable_dims_take_the_default(tmp_path, monkeypatch):
-    """x of unknown shape behind a Relu: no symbol to read T and N from, so each counts as
-    DEFAULT_DIM (the decision then stays with ONNX Runtime, whatever the run's size)."""
+def test_unresolvable_dims_take_the_lengths_or_the_default(tmp_path, monkeypatch):
+    """x of unknown shape behind a Relu: no symbol to read T and N from. The lengths fed give N
+    (their count) and T (at least their maximum); without them each counts as DEFAULT_DIM (the
+    decision then stays with ONNX Runtime, whatever the run's size)."""
     path = gru_file(tmp_path, x_shape=None)
     model = onnx.load(path)
     graph = model.graph
@@ -76,12 +77,17 @@ def test_unresolvable_dims_take_the_default(tmp_path, monkeypatch):
     onnx.save(model, path)
     session = fb.Session(path)
     shapes = session.placement.shapes({}, gru_feeds(30, 16))
+    assert (shapes[0].steps, shapes[0].batch, shapes[0].resolved) == (30, 16, False)
+    feeds = {"x_in": gru_feeds(30, 16)["x"], "lens": np.full(16, 30, "i4")}
+    assert "T and N from the lengths fed" in session.explain(feeds)[0].text()
+    # Without lengths (an empty lengths vector reads as none): both dims the default.
+    shapes = session.placement.shapes({}, {"lens": np.zeros(0, "i4")})
     assert (shapes[0].steps, shapes[0].batch, shapes[0].resolved) == (
-        max(DEFAULT_DIM, 30),  # the lengths fed say at least 30 steps
+        DEFAULT_DIM,
         DEFAULT_DIM,
         False,
     )
-    decision = session.explain({"x_in": gru_feeds(30, 16)["x"], "lens": np.full(16, 30, "i4")})
+    decision = session.placement.explain(shapes, session.placement.decide(shapes))
     assert "an unresolved dim counted as 1" in decision[0].text()
     assert decision[0].on_kernel is False
 

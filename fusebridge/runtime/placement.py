@@ -13,8 +13,9 @@ Runtime would not reproduce, and nodes inside If/Loop bodies run where their con
 A candidate's steps T and batch N come from its input X's declared dims: a static size, or a
 symbol that some graph input declares (its size in this run); an unknown dim (shape inference
 named it unk__k) takes the same dim of the nearest GRU candidate upstream (stacked GRUs keep T
-and N), and failing that counts as 1 (DEFAULT_DIM): the smallest run, where one ONNX Runtime
-session wins, so a node whose shape cannot be seen is left to ONNX Runtime."""
+and N); failing that, a candidate fed lengths takes N from their count and T from their maximum,
+and one without counts each as 1 (DEFAULT_DIM): the smallest run, where one ONNX Runtime session
+wins, so a node whose shape cannot be seen is left to ONNX Runtime."""
 
 from __future__ import annotations
 
@@ -87,6 +88,7 @@ class RunShape:
     filled: int
     resolved: bool = True
     checked: bool = False
+    from_lengths: bool = False  # T and N taken from the lengths fed (the shapes did not say)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,7 +250,7 @@ class Placement:
                     size.append(DEFAULT_DIM)
                     resolved = False
             steps, batch = size
-            filled, checked = steps * batch, False
+            filled, checked, from_lengths = steps * batch, False, False
             lengths = env.get(c.lengths_feed) if c.lengths_feed else None
             if lengths is not None and lengths.size:
                 top = float(np.max(lengths))
@@ -256,9 +258,9 @@ class Placement:
                 # whose check names the node and the feed; ONNX Runtime's would not.
                 checked = resolved and (lengths.size != batch or top > steps)
                 if not resolved:  # the lengths give the batch, and the padded steps at least
-                    steps, batch = max(steps, int(top)), lengths.size
+                    steps, batch, from_lengths = max(steps, int(top)), lengths.size, True
                 filled = int(np.clip(lengths.astype(np.float64), 0, steps).sum())
-            out.append(RunShape(steps, batch, filled, resolved, checked))
+            out.append(RunShape(steps, batch, filled, resolved, checked, from_lengths))
         return out
 
     def decide(self, shapes: list[RunShape]) -> tuple[bool, ...]:
@@ -327,7 +329,9 @@ class Placement:
             kernel_us, ort_us = self.node_us(c, shape, True), self.node_us(c, shape, False)
             text = f"T={shape.steps} N={shape.batch} filled {shape.filled}/"
             text += f"{shape.steps * shape.batch} I={c.input_size} H={c.hidden} D={c.directions}"
-            if not shape.resolved:
+            if shape.from_lengths:
+                text += ", T and N from the lengths fed (the shapes do not give them)"
+            elif not shape.resolved:
                 text += f", an unresolved dim counted as {DEFAULT_DIM}"
             if chosen:
                 reason = chosen
