@@ -43,12 +43,15 @@ def streamed(run: Callable[[dict], dict], frames: list[dict], state: list) -> Ca
 
 
 def interleaved(ours: Callable, theirs: Callable, rounds: int, calls: int) -> tuple[float, float]:
-    """Median seconds per call of each, the two taking turns round by round."""
+    """Median seconds per call of each, the two taking turns round by round, who goes first
+    alternating: ONNX Runtime's threads spin for a while after a run, and on 2 cores whoever
+    runs right after the other peer pays for it."""
     times: dict[int, list[float]] = {0: [], 1: []}
     for fn in (ours, theirs):
         fn()  # warm-up
-    for _ in range(rounds):
-        for k, fn in enumerate((ours, theirs)):
+    for r in range(rounds):
+        order = [(0, ours), (1, theirs)]
+        for k, fn in order if r % 2 == 0 else order[::-1]:
             t0 = time.perf_counter()
             for _ in range(calls):
                 fn()

@@ -267,8 +267,11 @@ def lower(op, node: ir.Node) -> list[ir.Value]:
         gru_attrs["activation_beta"] = [0.0] * (2 * d)
     y, y_h = op.GRU(x, w, r, b, lengths, h0, _outputs=2, **gru_attrs)
     # Y [T, D, N, OC] -> ours: [T, N, D*OC] (tnc) or [N, T, D*OC] (ntc), forward half first.
-    perm = [0, 2, 1, 3] if attrs.layout == "tnc" else [2, 0, 1, 3]
-    y = op.Reshape(op.Transpose(y, perm=perm), op.ints([0, 0, -1], "y_shape"))
+    if d == 1 and attrs.layout == "tnc":  # one node, as the exporters write it
+        y = op.Squeeze(y, op.ints([1], "axis1"))
+    else:
+        perm = [0, 2, 1, 3] if attrs.layout == "tnc" else [2, 0, 1, 3]
+        y = op.Reshape(op.Transpose(y, perm=perm), op.ints([0, 0, -1], "y_shape"))
     return [y, y_h][: len(node.outputs)]
 
 

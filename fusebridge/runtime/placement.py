@@ -35,7 +35,9 @@ from fusebridge.session_graph import describe, feed_behind
 class Costs:
     """Microseconds. A GRU's time on an engine: fixed + step * D * T + mac * D * rows *
     3H(I + H) / 1e6, where rows is sum(lengths) on our kernel (it skips the padding) and N * T
-    in ONNX Runtime (its GRU runs every padded step). call: one more ONNX Runtime partition."""
+    in ONNX Runtime (its GRU runs every padded step). call: one more ONNX Runtime partition.
+    ort_fixed (an ONNX Runtime run of the GRU alone) is fitted, not used: inside a partition
+    the run is shared, and counted by `call`."""
 
     kernel_fixed: float
     kernel_step: float
@@ -123,7 +125,9 @@ def gru_us(on_kernel: bool, steps: int, batch: int, filled: int, i: int, h: int,
     work = d * rows * 3 * h * (i + h) / 1e6
     if on_kernel:
         return c.kernel_fixed + c.kernel_step * d * steps + c.kernel_mac * work
-    return c.ort_fixed + c.ort_step * d * steps + c.ort_mac * work
+    # No ort_fixed: that is ONNX Runtime's `run` around a GRU alone, which a GRU inside a
+    # partition shares with the partition's other nodes (counted once a partition, as `call`).
+    return c.ort_step * d * steps + c.ort_mac * work
 
 
 class Placement:
