@@ -5,10 +5,10 @@
 Over a grid of steps T, batch N, input size I, hidden H and directions D, with equal and
 unequal lengths: an ONNX GRU model run by a fusebridge Session with the GRU on our kernel
 (FusionGRU), and by an ONNX Runtime session of the same file, taking turns; and the cost of
-one more ONNX Runtime partition (a `run` of a one-Add session, spinning off as the Session's
-partitions between our kernels are, plus its arrays crossing). Each engine's time is fitted by
-least squares as fixed + step * D * T + mac * D * rows * 3H(I + H) / 1e6 (microseconds; rows
-= sum(lengths) on our kernel, N * T in ONNX Runtime)."""
+one more ONNX Runtime partition (call_us: a chain of small GRUs between MatMuls, all on our
+kernels against all in ONNX Runtime). Each engine's time is fitted by least squares as
+fixed + step * D * T + mac * D * rows * 3H(I + H) / 1e6 (microseconds; rows = sum(lengths) on
+our kernel, N * T in ONNX Runtime)."""
 
 from __future__ import annotations
 
@@ -51,53 +51,70 @@ def gru_file(path: Path, i: int, h: int, d: int, lengths: bool) -> None:
     onnx.save(model, path)
 
 
-def sandwich_file(path: Path, i: int, h: int) -> None:
-    """MatMul -> ONNX GRU -> MatMul: placing the GRU on our kernel cuts the one ONNX Runtime
-    session into two around it."""
-    gru_file(path, i, h, 1, False)
-    model = onnx.load(path)
+CHAIN = 4  # GRUs in the call_us chain
+
+
+def chain_file(path: Path, i: int, chain: int) -> None:
+    """MatMul -> GRU -> MatMul -> GRU ... -> MatMul (`chain` GRUs, input = hidden = i): with the
+    GRUs on our kernel, the one ONNX Runtime session is cut into chain + 1 partitions."""
     rng = np.random.default_rng(1)
-    g = model.graph
-    for name, shape in (("w_in", (i, i)), ("w_out", (h, h))):
-        data = (rng.standard_normal(shape) * 0.1).astype(np.float32)
-        g.initializer.append(onnx.numpy_helper.from_array(data, name))
-    g.node[0].input[0] = "x_in"
-    g.node[0].output[0] = "y_gru"
-    g.node.insert(0, helper.make_node("MatMul", ["x", "w_in"], ["x_in"]))
-    g.node.append(helper.make_node("MatMul", ["y_gru", "w_out"], ["y"]))
+    nodes, weights, x = [], [], "x"
+    for k in range(chain + 1):
+        weights.append(
+            onnx.numpy_helper.from_array(
+                (rng.standard_normal((i, i)) * 0.1).astype(np.float32), f"m{k}"
+            )
+        )
+        nodes.append(helper.make_node("MatMul", [x, f"m{k}"], [f"p{k}"]))
+        x = f"p{k}"
+        if k == chain:
+            break
+        for name, shape in (
+            (f"W{k}", (1, 3 * i, i)),
+            (f"R{k}", (1, 3 * i, i)),
+            (f"B{k}", (1, 6 * i)),
+        ):
+            data = (rng.standard_normal(shape) * 0.1).astype(np.float32)
+            weights.append(onnx.numpy_helper.from_array(data, name))
+        nodes.append(
+            helper.make_node("GRU", [x, f"W{k}", f"R{k}", f"B{k}"], [f"y{k}"], hidden_size=i)
+        )
+        nodes.append(helper.make_node("Squeeze", [f"y{k}", "axis1"], [f"g{k}"]))
+        x = f"g{k}"
+    weights.append(onnx.numpy_helper.from_array(np.array([1], np.int64), "axis1"))
+    feeds = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", "N", i])]
+    out = [helper.make_tensor_value_info(x, TensorProto.FLOAT, None)]
+    graph = helper.make_graph(nodes, "chain", feeds, out, initializer=weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
     onnx.save(model, path)
 
 
-def call_us(threads: int, repeat: int, tmp: Path) -> float:
-    """One more ONNX Runtime partition: MatMul -> GRU -> MatMul run by a Session with the GRU on
-    our kernel (three steps) and in ONNX Runtime (one session), less what the GRU itself costs
-    on each engine (measured alone), per cut (two): ONNX Runtime's `run`, the arrays crossing,
-    OpenMP's threads waking after the partition ran (on the calling thread, beside kernels)."""
+def call_us(threads: int, repeat: int, tmp: Path, kernel: tuple, ort_: tuple) -> float:
+    """One more ONNX Runtime partition: a chain of CHAIN GRUs between MatMuls run by a Session
+    with the GRUs on our kernel (2 * CHAIN cuts) and in ONNX Runtime (one session), less the
+    GRUs' own difference between the engines (from the fitted `kernel` and `ort_` constants, as
+    the placement estimates it), per cut: ONNX Runtime's `run`, the arrays crossing, OpenMP's
+    threads waking after a partition ran (partitions beside kernels run on the calling thread).
+    Medians of interleaved rounds."""
     import fusebridge as fb
 
-    t, n, i, h = 32, 16, 64, 64
-    path = tmp / "sandwich.onnx"
-    sandwich_file(path, i, h)
-    gru_file(tmp / "alone.onnx", i, h, 1, False)
+    # Small GRUs: the cut's cost matters where the GRUs' own times are small, and there an
+    # error in their estimated difference weighs least.
+    t, n, i = 1, 1, 8
+    chain_file(tmp / "chain.onnx", i, CHAIN)
     x = {"x": np.random.default_rng(2).standard_normal((t, n, i)).astype(np.float32)}
-    model, alone = fb.load(path), fb.load(tmp / "alone.onnx")
-    sessions = {
-        name: fb.Session(m, placement=p)
-        for name, m, p in (
-            ("mixed", model, "kernels"),
-            ("ort", model, "onnxruntime"),
-            ("kernel", alone, "kernels"),
-            ("ort_gru", alone, "onnxruntime"),
-        )
-    }
-    runs = {name: (lambda s=s: s.run(x)) for name, s in sessions.items()}
-    best = dict.fromkeys(runs, float("inf"))
-    for _ in range(5):
-        for name, fn in runs.items():
-            best[name] = min(best[name], best_time(fn, repeat))
-    # The Session's own per-run cost is in each of the four: it cancels.
-    cut = (best["mixed"] - best["ort"] - (best["kernel"] - best["ort_gru"])) / 2
-    return 1e6 * max(cut, 0.0)
+    chain = fb.load(tmp / "chain.onnx")
+    sessions = {p: fb.Session(chain, placement=p) for p in ("kernels", "onnxruntime")}
+    times: dict[str, list[float]] = {p: [] for p in sessions}
+    for r in range(15):
+        order = list(sessions.items())
+        for p, s in order if r % 2 else order[::-1]:
+            times[p].append(best_time(lambda s=s: s.run(x), repeat))
+    med = {p: 1e6 * float(np.median(v)) for p, v in times.items()}
+    work = t * n * 3 * i * (2 * i) / 1e6
+    per_gru = (kernel[0] + kernel[1] * t + kernel[2] * work) - (ort_[1] * t + ort_[2] * work)
+    cut = (med["kernels"] - med["onnxruntime"] - CHAIN * per_gru) / (2 * CHAIN)
+    return max(cut, 0.0)
 
 
 def fit(rows: list[tuple[float, float, float]], times: list[float]) -> tuple[float, ...]:
@@ -154,8 +171,8 @@ def measure(threads: int, repeat: int) -> tuple[str, list[str]]:
                     f"| {t} | {n} | {i} | {h} | {d} | {filled} | {1e6 * best_k:.1f} | "
                     f"{1e6 * best_o:.1f} |"
                 )
-        call = call_us(threads, repeat, Path(tmp))
-    k, o = fit(kernel_rows, kernel_t), fit(ort_rows, ort_t)
+        k, o = fit(kernel_rows, kernel_t), fit(ort_rows, ort_t)
+        call = call_us(threads, repeat, Path(tmp), k, o)
     costs = (
         f"COSTS = Costs(\n    kernel_fixed={k[0]:.2f},\n    kernel_step={k[1]:.3f},\n"
         f"    kernel_mac={k[2]:.3f},\n    ort_fixed={o[0]:.2f},\n    ort_step={o[1]:.3f},\n"

@@ -51,13 +51,13 @@ class Costs:
 # python -m benchmarks.placement_costs --threads 2 (prints the lines below), on a quiet 2-core
 # AMD EPYC VM (AVX-512), 2 threads.
 COSTS = Costs(
-    kernel_fixed=8.72,
-    kernel_step=0.107,
-    kernel_mac=6.369,
-    ort_fixed=7.75,
-    ort_step=0.283,
-    ort_mac=9.576,
-    call=9.98,
+    kernel_fixed=8.45,
+    kernel_step=0.102,
+    kernel_mac=6.066,
+    ort_fixed=7.56,
+    ort_step=0.284,
+    ort_mac=9.398,
+    call=1.35,
 )
 DEFAULT_DIM = 1
 _GRU_OPS = ("GRU", "FusionGRU")
