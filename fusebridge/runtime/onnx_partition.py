@@ -87,7 +87,8 @@ def onnx_step(
 ) -> Step:
     """A run of ONNX Runtime's nodes as one ONNX Runtime session, built once, at the model's
     opset imports (of the domains ONNX Runtime implements; opset 17 without them). `alone`: the
-    session is the whole program (no kernel of ours runs), so it keeps ORT's default spinning."""
+    session is the whole program (no kernel of ours runs), so it keeps ORT's default threads and
+    spinning; beside our kernels it runs on the calling thread."""
     members = set(group)
     produced = {v.name for n in group for v in n.outputs}
     inputs, initializers = [], {}

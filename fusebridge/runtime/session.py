@@ -336,9 +336,10 @@ class Session:
         placement = self._placements.get(key)
         if placement is None:
             placement = self.placement.decide(self.placement.shapes(dims, env))
-            if len(self._placements) >= PLACEMENTS_KEPT:
-                self._placements.pop(next(iter(self._placements)))
-            self._placements[key] = placement
+            with self._lock:  # runs on other threads may be filling it too
+                if len(self._placements) >= PLACEMENTS_KEPT:
+                    self._placements.pop(next(iter(self._placements)))
+                self._placements[key] = placement
         built = self._programs.get(placement)
         if built is None:
             built = self._build(placement)
