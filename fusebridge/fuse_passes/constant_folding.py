@@ -10,8 +10,10 @@ a dim the file leaves symbolic stays computed at run time."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
+import numpy as np
 import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedNodesPass
 from onnxscript.optimizer._constant_folding import FoldConstantsPass, Replacement
@@ -44,7 +46,49 @@ class _Folder(FoldConstantsPass):
     def process_node(self, node: ir.Node, is_function: bool) -> Replacement | None:
         if node.domain in ("", "ai.onnx") and node.op_type in self.kept:
             return None
+        bound = output_bound(node)
+        if bound is None or bound > self.output_size_limit:
+            return None  # never evaluated: onnxscript checks a value's size after making it
         return super().process_node(node, is_function)
+
+
+# Ops whose output has at most as many elements as their largest input (reshapes, slices,
+# casts, unary elementwise ops, reductions).
+_NOT_LARGER = frozenset(
+    """Identity Cast CastLike Reshape Flatten Squeeze Unsqueeze Transpose Slice Split Shape
+    Size Neg Abs Relu Sigmoid Tanh Sqrt Reciprocal Exp Log Not Floor Ceil Round Sign Erf
+    ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ArgMax ArgMin Softmax""".split()
+)
+# Ops whose output takes the broadcast shape of their inputs.
+_BROADCAST = frozenset("Add Sub Mul Div Pow Equal Less Greater And Or Where Min Max".split())
+
+
+def output_bound(node: ir.Node) -> int | None:
+    """An upper bound of the elements node's output can have when every input is a constant
+    (0 for a node with an input computed at run time, which the folder does not evaluate), or
+    None where the output's size is not bounded by its inputs' (Range, Expand, Tile,
+    ConstantOfShape, Resize, ... take sizes from input values): such a node is not folded. A
+    file cannot make the folder allocate more than its output limit."""
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    inputs = [v for v in node.inputs if v is not None]
+    if any(v.const_value is None for v in inputs):
+        return 0
+    shapes = [tuple(v.const_value.shape) for v in inputs]
+    sizes = [math.prod(s) for s in shapes]
+    if node.op_type in _NOT_LARGER:
+        return max(sizes, default=0)
+    if node.op_type == "Concat":
+        return sum(sizes)
+    if node.op_type in _BROADCAST:
+        try:
+            return math.prod(np.broadcast_shapes(*shapes))
+        except ValueError:  # shapes that do not broadcast: nothing to fold
+            return None
+    if node.op_type == "Gather" and len(shapes) == 2 and shapes[0]:
+        axis = node.attributes.get_int("axis", 0) % len(shapes[0])
+        return sizes[1] * sizes[0] // max(shapes[0][axis], 1)
+    return None
 
 
 class FoldConstants(FusePass):

@@ -5,7 +5,10 @@ sequence value (SplitToSequence's output) into a tensor of its element type: a f
 afterwards fails strict shape inference ("type case mismatch. existing=tensor_type
 inferred=sequence_type"), and an ONNX Runtime partition would declare the wrong type. Here a
 value whose inferred type is not a tensor type takes that type as it is; tensors merge as in
-onnx_ir (shape and element type)."""
+onnx_ir (shape and element type).
+
+Without data propagation: with it, onnx computes the values of small shape-like tensors, and a
+Range of constants that a file makes 3e9 long had it allocate that (killed for memory here)."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ class InferTypes(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
             return onnx.shape_inference.infer_shapes(
-                proto, check_type=True, strict_mode=True, data_prop=True
+                proto, check_type=True, strict_mode=True, data_prop=False
             )
 
         try:
