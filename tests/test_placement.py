@@ -193,3 +193,33 @@ def test_the_session_leaves_the_model_as_it_was():
     before = uses()
     fb.Session(model).run({"x": np.zeros((2, 3, 12), np.float32)})
     assert uses() == before
+
+
+def test_a_seen_signature_of_one_onnx_runtime_session_takes_the_quick_path(tmp_path):
+    """Batch-1 runs of the GRU stay in ONNX Runtime: the second run with the same feed
+    signature goes straight to that session. Its feeds get run()'s checks all the same (a
+    feed the quick path cannot take goes the long way, which converts it or names what is
+    wrong), and its results are the caller's."""
+    path = gru_file(tmp_path)
+    session = fb.Session(path)
+    want = ort.InferenceSession(str(path))
+    feeds = gru_feeds(1, 1)
+    first = session.run(feeds)
+    assert len(session._quick) == 1  # learnt from the first run
+    calls = []
+    quick = session._run_quick
+    session._run_quick = lambda f: calls.append(1) or quick(f)
+    second = session.run(feeds)
+    assert calls and quick(feeds) is not None
+    for out in (first, second):
+        np.testing.assert_allclose(out["out"], want.run(None, feeds)[0], rtol=0, atol=1e-5)
+    assert not np.shares_memory(first["out"], second["out"])
+    # int64 lengths (declared int32): the long way casts them, with the same result.
+    cast = session.run({**feeds, "lens": feeds["lens"].astype(np.int64)})
+    np.testing.assert_array_equal(cast["out"], second["out"])
+    with pytest.raises(fb.ArgumentError, match="'N'"):  # one size per symbol, as run() says
+        session.run({"x": feeds["x"], "lens": np.ones(2, np.int32)})
+    with pytest.raises(fb.ArgumentError, match="shaped"):
+        session.run({"x": feeds["x"][0], "lens": feeds["lens"]})
+    with pytest.raises(fb.ArgumentError, match="sequence lengths"):
+        session.run({"x": feeds["x"], "lens": np.array([-1], np.int32)})

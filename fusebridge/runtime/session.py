@@ -31,6 +31,7 @@ from fusebridge.kernels.sequence_layout import as_offsets
 from fusebridge.lod_tensor import LoDTensor
 from fusebridge.runtime.placement import Decision, Placement
 from fusebridge.runtime.program import Program
+from fusebridge.runtime.step import Step
 from fusebridge.session_feeds import Dims, FeedSpec, as_feed, check_lengths, check_names
 from fusebridge.session_graph import check_graph, describe, feed_behind
 
@@ -117,6 +118,9 @@ class Session:
         )
         state = (fbrandom.SEED_INPUT, fbrandom.OFFSET_INPUT)
         self._draws = all(n in self._graph_inputs for n in state)
+        # The quick path (_run_quick): feed signature -> the step of a program that is one ONNX
+        # Runtime session making every output, for a model with plain array inputs and outputs.
+        self._quick: dict[tuple, Step] = {}
         if backend == "reference":
             from onnx.reference import ReferenceEvaluator
 
@@ -150,6 +154,15 @@ class Session:
         # Without a choice to make, every run takes one program without a look-up.
         self._fixed = self._last if placement != "cost" or not count else None
         self._forced = None if placement == "cost" else (placement == "kernels",) * count
+        self._quick_ok = (
+            self._plain_outputs
+            and not self._draws
+            and self._logical(self._graph_inputs) == list(self._graph_inputs)
+        )
+        self._quick_specs = [
+            (n, s.dtype, None if s.dims is None else len(s.dims), s.static, s.symbols)
+            for n, s in self._specs.items()
+        ]
 
     @staticmethod
     def _logical(names: Sequence[str]) -> list[str]:
@@ -267,6 +280,10 @@ class Session:
                 f"Session.run: profile must be a dict (label -> seconds), got "
                 f"{type(profile).__name__}"
             )
+        if self._quick and rng is None and profile is None:
+            quick = self._run_quick(feeds)
+            if quick is not None:
+                return quick
         feeds = self._rng_feeds(feeds, rng)
         dims: Dims = {}
         env = self._flatten_feeds(feeds, dims)
@@ -285,6 +302,8 @@ class Session:
             built = self._fixed or self._built_for(dims, env)
             built.program.run(env, profile)
             owned = self._hand_out(env, built)
+            if built.fresh and self._quick_ok and len(self._quick) < PLACEMENTS_KEPT:
+                self._quick[self._signature(env)] = built.program.steps[0]
         if self._plain_outputs:  # no LoD output: the arrays as they are
             return owned
         out = {}
@@ -323,6 +342,48 @@ class Session:
             guarded.append(a)
             owned[name] = a
         return owned
+
+    def _signature(self, feeds: Mapping[str, np.ndarray]) -> tuple:
+        """What a run's program depends on, from arrays of the declared dtypes: every feed's
+        shape and the bytes of the lengths the placement reads."""
+        key = tuple([feeds[n].shape for n in self._specs])
+        return key + tuple([feeds[n].tobytes() for n in self.placement.lengths_feeds])
+
+    def _run_quick(self, feeds: Feeds) -> dict[str, np.ndarray] | None:
+        """A run whose program (by the feed signature, seen before) is one ONNX Runtime session
+        making every output, with feeds that need nothing done to them: arrays of the declared
+        dtype, C-contiguous, of the declared rank and static sizes, one size per symbol. The
+        same checks as run()'s, less what they would convert; None where any does not hold or
+        the session fails, and run() goes the long way (naming what is wrong)."""
+        if type(feeds) is not dict or len(feeds) != len(self._quick_specs):
+            return None
+        sizes: dict[str, int] = {}
+        for name, dtype, rank, static, symbols in self._quick_specs:
+            a = feeds.get(name)
+            if type(a) is not np.ndarray or a.dtype != dtype or not a.flags.c_contiguous:
+                return None
+            shape = a.shape
+            if rank is None:
+                continue
+            if len(shape) != rank:
+                return None
+            for axis, d in static:
+                if shape[axis] != d:
+                    return None
+            for axis, d in symbols:
+                if sizes.setdefault(d, shape[axis]) != shape[axis]:
+                    return None
+        step = self._quick.get(self._signature(feeds))
+        if step is None:
+            return None
+        try:
+            for name, consumer in self._lengths_feeds.items():
+                check_lengths(f"input {name!r}", feeds[name], consumer)
+            results = step.run(step.args(feeds))
+        except Error:
+            return None
+        out = dict(zip(step.outputs, results))
+        return {name: out[name] for name in self._graph_outputs}
 
     # -- placement ----------------------------------------------------------------------------
     @property
