@@ -71,10 +71,13 @@ def output_bound(node: ir.Node) -> int | None:
     file cannot make the folder allocate more than its output limit."""
     if node.domain not in ("", "ai.onnx"):
         return None
-    inputs = [v for v in node.inputs if v is not None]
-    if any(v.const_value is None for v in inputs):
+    if node.op_type == "Constant":
+        return 0  # its value is in the file already
+    # Constants as the folder sees them: initializers, Constant nodes, what it folded so far.
+    values = [ir.convenience.get_const_tensor(v) for v in node.inputs if v is not None]
+    if any(t is None for t in values):
         return 0
-    shapes = [tuple(v.const_value.shape) for v in inputs]
+    shapes = [tuple(t.shape) for t in values]
     sizes = [math.prod(s) for s in shapes]
     if node.op_type in _NOT_LARGER:
         return max(sizes, default=0)

@@ -79,3 +79,24 @@ def test_an_op_whose_size_comes_from_values_is_never_evaluated(
     assert op not in evaluated
     assert [n.op_type for n in model.graph] == [op, "Mul"]
     assert constant_folding.output_bound(model.graph.node(0)) in (None, 4096 * 4096)
+
+
+def test_sizes_given_by_constant_nodes_are_bounded_too(tmp_path, monkeypatch):
+    """The shape of an Expand from a Constant node (as torch writes them), not an initializer:
+    the folder knows its value, so the bound must too."""
+    shape = onnx.numpy_helper.from_array(np.array([60000, 60000], np.int64), "shape_value")
+    nodes = [
+        helper.make_node("Constant", [], ["shape"], value=shape),
+        helper.make_node("Expand", ["one", "shape"], ["z"]),
+    ]
+    path = _model(tmp_path / "big.onnx", nodes, {"one": np.ones(1, np.float32)}, (1,))
+    evaluated = []
+    original = FoldConstantsPass.process_node
+    monkeypatch.setattr(
+        FoldConstantsPass,
+        "process_node",
+        lambda self, node, f: evaluated.append(node.op_type) or original(self, node, f),
+    )
+    model = fb.load(path)
+    assert "Expand" not in evaluated
+    assert [n.op_type for n in model.graph] == ["Expand", "Mul"]

@@ -108,6 +108,17 @@ def test_load_of_a_valid_file_logs_no_failure(name, caplog):
     assert [r.getMessage() for r in caplog.records if r.levelname in ("WARNING", "ERROR")] == []
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_every_gru_we_take_is_imported(name):
+    """Every GRU of the file becomes our FusionGRU (weights computed by the dynamo exporter are
+    folded first), except the variant the import refuses (clip), which it names."""
+    model = fb.load(_path(name))
+    report = model.meta["fusebridge.load_report"].get("import_gru")
+    grus = MANIFEST[name]["op_counts"].get("GRU", 0)
+    refused = 1 if name == "recurrent_gru_clip_helper" else 0
+    assert (report.fired, len(report.refusals)) == (grus - refused, refused)
+
+
 @pytest.mark.parametrize(("name", "row"), ROWS)
 def test_session_as_loaded_matches_onnxruntime(name, row):
     feeds = _feeds(name, row)
