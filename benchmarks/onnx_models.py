@@ -27,6 +27,7 @@ TESTS = Path(__file__).resolve().parents[1] / "tests"
 sys.path.insert(0, str(TESTS))  # the fixtures' manifest and feeds (tests/shipped_onnx_fixtures.py)
 import shipped_onnx_fixtures as shipped  # noqa: E402
 
+BATCH = 16
 ROWS = {"batch1": "batch 1", "frame": "per frame", "batch16": "batch 16"}
 
 
@@ -137,6 +138,85 @@ def run(quick: bool = False, threads: int = 2) -> str:
     )
 
 
+def full_size(threads: int = 2, quick: bool = False) -> str:
+    """The speech look-alike at the shipped sizes (257 bins, GRUs of hidden 256 and 512, 100
+    frames), exported by torch's legacy exporter at opset 12 into a temporary folder (torch
+    needed: the bench extra): `python -m benchmarks.onnx_models --full-size`."""
+    import tempfile
+
+    import torch
+
+    import fusebridge as fb
+
+    fb.kernels.set_num_threads(threads)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    rounds, calls = (5, 2) if quick else (11, 4)
+    steps, bins = 100, 257
+    rng = np.random.default_rng(0)
+    lengths = np.array([steps, *rng.integers(10, steps + 1, BATCH - 1)], np.int64)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for packed in (False, True):
+            torch.manual_seed(0)
+            module = shipped._torch_modules()["SpeechMask"](packed, bins, (256, 512)).eval()
+            path = Path(tmp) / f"speech_{packed}.onnx"
+            names = ["x", "lengths"] if packed else ["x"]
+            example = (torch.zeros(2, steps, bins),) + (
+                (torch.tensor([steps, 3]),) if packed else ()
+            )
+            axes = {"x": {0: "batch", 1: "time"}, "mask": {0: "batch", 1: "time"}}
+            axes |= {"lengths": {0: "batch"}} if packed else {}
+            torch.onnx.export(
+                module,
+                example,
+                str(path),
+                input_names=names,
+                output_names=["mask"],
+                dynamic_axes=axes,
+                opset_version=12,
+                dynamo=False,
+            )
+            plain = ort.InferenceSession(str(path), options)
+            session = fb.Session(fb.optimize(fb.load(path))[0])
+            for batch in (1, BATCH):
+                f = {"x": rng.standard_normal((batch, steps, bins)).astype(np.float32)}
+                label = f"batch {batch}"
+                if packed:
+                    f["lengths"] = lengths[:batch]
+                    label += ", unequal lengths (sequence_lens)" if batch > 1 else ", lengths"
+                want = plain.run(None, f)[0]
+                err = shipped.max_scaled_error(session.run(f)["mask"], want)
+                assert err < shipped.TOLERANCE, (label, err)
+                t_ours, t_ort = interleaved(
+                    lambda f=f, s=session: s.run(f),
+                    lambda f=f, p=plain: p.run(None, f),
+                    rounds,
+                    calls,
+                )
+                kernels = sum(d.on_kernel for d in session.explain(f))
+                rows.append(
+                    [
+                        label,
+                        f"{kernels}/2",
+                        f"{1e3 * t_ours:.2f}",
+                        f"{1e3 * t_ort:.2f}",
+                        f"{t_ort / t_ours:.2f}x",
+                    ]
+                )
+    header = ["row", "GRUs on our kernels", "fusebridge ms", "ORT ms", "ORT / fusebridge"]
+    return "\n".join(
+        [
+            "## The speech look-alike at shipped sizes (hidden 256 and 512, 257 bins, 100 frames)",
+            "",
+            f"{threads} thread(s) for both; median of {rounds} interleaved rounds of {calls} "
+            "calls.",
+            "",
+            markdown_table(header, rows),
+        ]
+    )
+
+
 def overhead(session, feeds: dict) -> str:
     """Microseconds Session.run adds to its one ONNX Runtime session's own run (median)."""
     step = session._program.steps[0]
@@ -144,3 +224,19 @@ def overhead(session, feeds: dict) -> str:
     args = step.args(env)
     t_session, t_step = interleaved(lambda: session.run(feeds), lambda: step.run(args), 15, 200)
     return f"{1e6 * (t_session - t_step):.1f}"
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--full-size", action="store_true", help="the speech look-alike at shipped sizes"
+    )
+    args = parser.parse_args()
+    if args.full_size:
+        print(full_size(args.threads, args.quick))
+    else:
+        print(run(args.quick, args.threads))

@@ -120,13 +120,15 @@ def _torch_modules() -> dict[str, Any]:
         batch's lengths go through pack_padded_sequence, which the exporter turns into the
         GRUs' sequence_lens."""
 
-        def __init__(self, packed: bool = False, features: int = 16) -> None:
+        def __init__(
+            self, packed: bool = False, features: int = 16, hidden: tuple[int, int] = (32, 48)
+        ) -> None:
             super().__init__()
             self.packed = packed
-            self.front = nn.Conv1d(features, 32, 3, padding=1)
-            self.gru1 = nn.GRU(32, 32, batch_first=True)
-            self.gru2 = nn.GRU(32, 48, batch_first=True)
-            self.fc = nn.Linear(48, features)
+            self.front = nn.Conv1d(features, hidden[0], 3, padding=1)
+            self.gru1 = nn.GRU(hidden[0], hidden[0], batch_first=True)
+            self.gru2 = nn.GRU(hidden[0], hidden[1], batch_first=True)
+            self.fc = nn.Linear(hidden[1], features)
 
         def forward(self, x: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
             h = torch.relu(self.front(x.transpose(1, 2))).transpose(1, 2)
