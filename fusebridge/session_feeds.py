@@ -115,18 +115,21 @@ def _cast(label: str, arr: np.ndarray, want: np.dtype) -> np.ndarray:
 def as_feed(label: str, value: object, declared: FeedSpec, dims: Dims) -> np.ndarray:
     """value checked against what its graph input declares, as a C-contiguous array (a copy only
     when a cast or the layout needs one; a read-only feed stays read-only, nothing writes it)."""
-    if not isinstance(value, (np.ndarray, np.generic)) or isinstance(value, np.ma.MaskedArray):
+    if type(value) is np.ndarray:  # the common case, first: nothing to convert
+        arr = value
+    elif not isinstance(value, (np.ndarray, np.generic)) or isinstance(value, np.ma.MaskedArray):
         masked = " (its mask would be ignored: pass .filled(...))" if np.ma.isMA(value) else ""
         raise ArgumentTypeError(
             f"Session.run: {label} must be a numpy array, got {type(value).__name__}{masked}"
         )
-    arr = np.asarray(value)
+    else:
+        arr = np.asarray(value)
     want = declared.dtype
-    if want is not None:
+    if want is not None and arr.dtype != want:
         if want == np.dtype(object):  # ONNX strings: what ONNX Runtime takes for them
             if arr.dtype.kind not in "OUS":
                 raise ArgumentTypeError(f"Session.run: {label} must be strings, got {arr.dtype}")
-        elif arr.dtype != want:
+        else:
             arr = _cast(label, arr, want)
     elif arr.dtype.kind not in "biufc":
         raise ArgumentTypeError(f"Session.run: {label} must be a numeric array, got {arr.dtype}")

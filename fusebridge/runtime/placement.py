@@ -35,14 +35,13 @@ from fusebridge.session_graph import describe, feed_behind
 class Costs:
     """Microseconds. A GRU's time on an engine: fixed + step * D * T + mac * D * rows *
     3H(I + H) / 1e6, where rows is sum(lengths) on our kernel (it skips the padding) and N * T
-    in ONNX Runtime (its GRU runs every padded step). call: one more ONNX Runtime partition.
-    ort_fixed (an ONNX Runtime run of the GRU alone) is fitted, not used: inside a partition
-    the run is shared, and counted by `call`."""
+    in ONNX Runtime (its GRU runs every padded step), where the GRU has no fixed part: an
+    ONNX Runtime run's own cost is shared by the partition's nodes, and counted by `call`, one
+    more ONNX Runtime partition."""
 
     kernel_fixed: float
     kernel_step: float
     kernel_mac: float
-    ort_fixed: float
     ort_step: float
     ort_mac: float
     call: float
@@ -54,7 +53,6 @@ COSTS = Costs(
     kernel_fixed=8.45,
     kernel_step=0.102,
     kernel_mac=6.066,
-    ort_fixed=7.56,
     ort_step=0.284,
     ort_mac=9.398,
     call=1.35,
@@ -125,8 +123,6 @@ def gru_us(on_kernel: bool, steps: int, batch: int, filled: int, i: int, h: int,
     work = d * rows * 3 * h * (i + h) / 1e6
     if on_kernel:
         return c.kernel_fixed + c.kernel_step * d * steps + c.kernel_mac * work
-    # No ort_fixed: that is ONNX Runtime's `run` around a GRU alone, which a GRU inside a
-    # partition shares with the partition's other nodes (counted once a partition, as `call`).
     return c.ort_step * d * steps + c.ort_mac * work
 
 

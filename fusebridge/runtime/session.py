@@ -121,6 +121,7 @@ class Session:
         # The quick path (_run_quick): feed signature -> the step of a program that is one ONNX
         # Runtime session making every output, for a model with plain array inputs and outputs.
         self._quick: dict[tuple, Step] = {}
+        self._labels = {name: f"input {name!r}" for name in self._specs}  # made once, not per run
         if backend == "reference":
             from onnx.reference import ReferenceEvaluator
 
@@ -159,10 +160,6 @@ class Session:
             and not self._draws
             and self._logical(self._graph_inputs) == list(self._graph_inputs)
         )
-        self._quick_specs = [
-            (n, s.dtype, None if s.dims is None else len(s.dims), s.static, s.symbols)
-            for n, s in self._specs.items()
-        ]
 
     @staticmethod
     def _logical(names: Sequence[str]) -> list[str]:
@@ -219,7 +216,7 @@ class Session:
                 raise ArgumentTypeError(
                     f"Session.run: input {name!r} must be {expected}, got {type(value).__name__}"
                 )
-            label = f"input {name!r}"
+            label = self._labels[name]
             if lod:
                 data = as_feed(label, value.data, self._specs[name], dims)
                 # A LoDTensor's fields are plain attributes: checked again against its data.
@@ -351,28 +348,19 @@ class Session:
 
     def _run_quick(self, feeds: Feeds) -> dict[str, np.ndarray] | None:
         """A run whose program (by the feed signature, seen before) is one ONNX Runtime session
-        making every output, with feeds that need nothing done to them: arrays of the declared
-        dtype, C-contiguous, of the declared rank and static sizes, one size per symbol. The
-        same checks as run()'s, less what they would convert; None where any does not hold or
-        the session fails, and run() goes the long way (naming what is wrong)."""
-        if type(feeds) is not dict or len(feeds) != len(self._quick_specs):
+        making every output, with feeds that run()'s checks (as_feed) pass as they are: no
+        cast, no copy. None where any check fails or the session does, and run() goes the long
+        way (naming what is wrong)."""
+        if type(feeds) is not dict or len(feeds) != len(self._specs):
             return None
-        sizes: dict[str, int] = {}
-        for name, dtype, rank, static, symbols in self._quick_specs:
+        dims: Dims = {}
+        for name, spec in self._specs.items():
             a = feeds.get(name)
-            if type(a) is not np.ndarray or a.dtype != dtype or not a.flags.c_contiguous:
+            try:
+                if as_feed(self._labels[name], a, spec, dims) is not a:
+                    return None  # a cast or a copy: the long way makes it
+            except Error:
                 return None
-            shape = a.shape
-            if rank is None:
-                continue
-            if len(shape) != rank:
-                return None
-            for axis, d in static:
-                if shape[axis] != d:
-                    return None
-            for axis, d in symbols:
-                if sizes.setdefault(d, shape[axis]) != shape[axis]:
-                    return None
         step = self._quick.get(self._signature(feeds))
         if step is None:
             return None
