@@ -109,6 +109,7 @@ def test_every_placement_matches_onnxruntime_on_the_original_file(monkeypatch):
     for chosen in placements:
         monkeypatch.setattr(session.placement, "decide", lambda shapes, c=chosen: c)
         session._placements.clear()
+        session._quick.clear()  # an all-ORT program of this signature would take the quick path
         got = session.run(feeds)
         seen.append([s.kind for s in session._program.steps].count("fusebridge"))
         for name, w in zip(session.output_names, want):
@@ -214,6 +215,12 @@ def test_a_seen_signature_of_one_onnx_runtime_session_takes_the_quick_path(tmp_p
     for out in (first, second):
         np.testing.assert_allclose(out["out"], want.run(None, feeds)[0], rtol=0, atol=1e-5)
     assert not np.shares_memory(first["out"], second["out"])
+    # The same shape in other strides: the long way copies it, with the same result.
+    strided = {**feeds, "x": np.zeros(feeds["x"].shape + (2,), np.float32)[..., 0]}
+    strided["x"][...] = feeds["x"]
+    assert not strided["x"].flags.c_contiguous
+    np.testing.assert_array_equal(session.run(strided)["out"], second["out"])
+    assert quick(strided) is None  # a copy made by run() is not a signature to learn
     # int64 lengths (declared int32): the long way casts them, with the same result.
     cast = session.run({**feeds, "lens": feeds["lens"].astype(np.int64)})
     np.testing.assert_array_equal(cast["out"], second["out"])

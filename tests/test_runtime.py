@@ -43,6 +43,32 @@ def test_partitions_are_built_once_and_reused(tagger, monkeypatch):
         assert out.lengths.tolist() == list(lengths)
 
 
+def test_an_identity_of_an_onnx_output_joins_its_partition():
+    """Identity of an ONNX node's output (torch's Y_h outputs, paddle2onnx's chains) runs in
+    that node's partition: as an alias step of its own it would cut it in two. Of a feed it
+    stays an alias (no copy), and its output is still the caller's own array."""
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2, 3]))
+    relu = ir.node("Relu", [x], outputs=[ir.Value(name="r")])
+    same = ir.node("Identity", [relu.outputs[0]], outputs=[ir.Value(name="same")])
+    again = ir.node("Identity", [same.outputs[0]], outputs=[ir.Value(name="again")])
+    neg = ir.node("Neg", [again.outputs[0]], outputs=[ir.Value(name="neg")])
+    fed = ir.node("Identity", [x], outputs=[ir.Value(name="fed")])
+    graph = ir.Graph(
+        [x],
+        [neg.outputs[0], same.outputs[0], fed.outputs[0]],
+        nodes=[relu, same, again, neg, fed],
+        opset_imports={"": 17},
+    )
+    session = fb.Session(ir.Model(graph, ir_version=10))
+    assert sorted(s.kind for s in session._program.steps) == ["alias", "onnx"]
+    feeds = {"x": np.array([[-1, 2, -3], [4, -5, 6]], np.float32)}
+    out = session.run(feeds)
+    np.testing.assert_array_equal(out["neg"], -np.maximum(feeds["x"], 0))
+    np.testing.assert_array_equal(out["same"], np.maximum(feeds["x"], 0))
+    np.testing.assert_array_equal(out["fed"], feeds["x"])
+    assert not np.shares_memory(out["fed"], feeds["x"])
+
+
 def test_arrays_cross_between_onnxruntime_and_kernels_without_copies(tagger, monkeypatch):
     _, optimized = tagger
     received, returned = [], []

@@ -159,4 +159,6 @@ def onnx_step(
         except Exception as exc:
             raise ort_error("ONNX Runtime failed in", label + reads, group, exc) from exc
 
-    return Step("onnx", label, in_names, out_names, run)
+    step = Step("onnx", label, in_names, out_names, run)
+    step.session = sess
+    return step

@@ -51,11 +51,23 @@ def captured(node: ir.Node) -> list[ir.Value]:
     return list(found)
 
 
+def _is_identity(node: ir.Node | None) -> bool:
+    return node is not None and node.domain in ("", "ai.onnx") and node.op_type == "Identity"
+
+
 def kind(node: ir.Node) -> str:
     if conventions.is_fusebridge(node):
         return "fusebridge"
-    if node.domain in ("", "ai.onnx") and node.op_type == "Identity":
-        return "alias"
+    if _is_identity(node):
+        # An alias (no copy, no step of its own) of a feed, an initializer or our kernels'
+        # output; of an ONNX node's output it joins that partition: as a step of its own it
+        # would cut the partition, costing a run call where ONNX Runtime copies or elides it.
+        source = node
+        while _is_identity(source) and source.inputs and source.inputs[0] is not None:
+            source = source.inputs[0].producer()
+        return (
+            "alias" if source is None or _is_identity(source) or kind(source) != "onnx" else "onnx"
+        )
     if node.domain in ("", "ai.onnx") and node.op_type in ("If", "Loop"):
         # Our ops inside: the control flow runs here, its bodies as programs of their own.
         inside = any(conventions.is_fusebridge(n) for g in subgraphs_within(node) for n in g)

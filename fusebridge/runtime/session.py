@@ -10,9 +10,11 @@ backend="reference" runs the whole model on onnx.reference with the NumPy oracle
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import onnx
@@ -41,6 +43,14 @@ Feeds = Mapping[str, np.ndarray | LoDTensor]
 PROGRAMS_KEPT = 8
 PLACEMENTS_KEPT = 1024
 PLACEMENTS = ("cost", "kernels", "onnxruntime")
+
+
+class _Quick(NamedTuple):
+    """The quick path's run of one signature: run(feeds, None) -> the graph outputs in order;
+    subset: the feeds it takes, where it does not take them all."""
+
+    run: Callable[[dict, None], list]
+    subset: list[str] | None
 
 
 class _Built:
@@ -118,9 +128,11 @@ class Session:
         )
         state = (fbrandom.SEED_INPUT, fbrandom.OFFSET_INPUT)
         self._draws = all(n in self._graph_inputs for n in state)
-        # The quick path (_run_quick): feed signature -> the step of a program that is one ONNX
+        # The quick path (_run_quick): feed signature -> the run of a program that is one ONNX
         # Runtime session making every output, for a model with plain array inputs and outputs.
-        self._quick: dict[tuple, Step] = {}
+        self._quick: dict[tuple, _Quick] = {}
+        self._feed_names = tuple(self._specs)
+        self._lengths_checked = tuple(self._lengths_feeds.items())
         self._labels = {name: f"input {name!r}" for name in self._specs}  # made once, not per run
         if backend == "reference":
             from onnx.reference import ReferenceEvaluator
@@ -299,8 +311,9 @@ class Session:
             built = self._fixed or self._built_for(dims, env)
             built.program.run(env, profile)
             owned = self._hand_out(env, built)
-            if built.fresh and self._quick_ok and len(self._quick) < PLACEMENTS_KEPT:
-                self._quick[self._signature(env)] = built.program.steps[0]
+            taken = all(env[n] is feeds.get(n) for n in self._feed_names)  # no cast, no copy
+            if built.fresh and taken and self._quick_ok and len(self._quick) < PLACEMENTS_KEPT:
+                self._quick[self._signature(feeds)] = self._quick_run(built.program.steps[0])
         if self._plain_outputs:  # no LoD output: the arrays as they are
             return owned
         out = {}
@@ -341,37 +354,52 @@ class Session:
         return owned
 
     def _signature(self, feeds: Mapping[str, np.ndarray]) -> tuple:
-        """What a run's program depends on, from arrays of the declared dtypes: every feed's
-        shape and the bytes of the lengths the placement reads."""
-        key = tuple([feeds[n].shape for n in self._specs])
-        return key + tuple([feeds[n].tobytes() for n in self.placement.lengths_feeds])
+        """What run()'s checks of the feeds and the program of a run depend on: each feed's type,
+        dtype, shape and strides (C-contiguous or not), and the bytes of the lengths the
+        placement reads. Feeds of a signature that run() took as they are (no cast, no copy)
+        pass its checks again, except the lengths' values (check_lengths)."""
+        key = tuple(
+            [
+                (type(a), a.dtype, a.shape, a.strides)
+                for a in map(feeds.__getitem__, self._feed_names)
+            ]
+        )
+        if self.placement.lengths_feeds:
+            key += tuple([feeds[n].tobytes() for n in self.placement.lengths_feeds])
+        return key
+
+    def _quick_run(self, step: Step) -> _Quick:
+        """The quick path's run of `step`, a program's one ONNX Runtime session: through ORT's
+        binding (`_sess`) where it has one, whose Python `run` repeats per call the checks of
+        names and types that run() made once for this signature."""
+        sess = step.session
+        run = getattr(getattr(sess, "_sess", None), "run", sess.run)
+        # A graph input nothing reads is left out: ONNX Runtime refuses a feed it does not declare.
+        subset = None if set(step.inputs) == set(self._feed_names) else list(step.inputs)
+        return _Quick(functools.partial(run, list(self._graph_outputs)), subset)
 
     def _run_quick(self, feeds: Feeds) -> dict[str, np.ndarray] | None:
-        """A run whose program (by the feed signature, seen before) is one ONNX Runtime session
-        making every output, with feeds that run()'s checks (as_feed) pass as they are: no
-        cast, no copy. None where any check fails or the session does, and run() goes the long
+        """A run whose feed signature was seen before with a program that is one ONNX Runtime
+        session making every output: the session runs the feeds as they are. None where the
+        signature is new, a lengths check fails or the session does: run() then goes the long
         way (naming what is wrong)."""
-        if type(feeds) is not dict or len(feeds) != len(self._specs):
-            return None
-        dims: Dims = {}
-        for name, spec in self._specs.items():
-            a = feeds.get(name)
-            try:
-                if as_feed(self._labels[name], a, spec, dims) is not a:
-                    return None  # a cast or a copy: the long way makes it
-            except Error:
-                return None
-        step = self._quick.get(self._signature(feeds))
-        if step is None:
+        if type(feeds) is not dict or len(feeds) != len(self._feed_names):
             return None
         try:
-            for name, consumer in self._lengths_feeds.items():
-                check_lengths(f"input {name!r}", feeds[name], consumer)
-            results = step.run(step.args(feeds))
-        except Error:
+            quick = self._quick.get(self._signature(feeds))
+        except (AttributeError, KeyError, TypeError):  # a missing feed, or not an array
             return None
-        out = dict(zip(step.outputs, results))
-        return {name: out[name] for name in self._graph_outputs}
+        if quick is None:
+            return None
+        try:
+            for name, consumer in self._lengths_checked:
+                check_lengths(f"input {name!r}", feeds[name], consumer)
+            if quick.subset is not None:
+                feeds = {n: feeds[n] for n in quick.subset}
+            results = quick.run(feeds, None)
+        except Exception:  # ONNX Runtime raises its own types; the long way names it
+            return None
+        return dict(zip(self._graph_outputs, results))
 
     # -- placement ----------------------------------------------------------------------------
     @property

@@ -10,9 +10,10 @@ import numpy as np
 class Step:
     """One unit of execution: run(args) -> outputs, args read from env by name, except the
     initializers a step takes, which are bound once here (`constants`, aligned with inputs).
-    `where` starts the message of an error the step raises: its node(s) and the feeds it reads."""
+    `where` starts the message of an error the step raises: its node(s) and the feeds it reads.
+    `session`: the ONNX Runtime session of an ONNX partition (None for other steps)."""
 
-    __slots__ = ("constants", "inputs", "kind", "label", "outputs", "run", "where")
+    __slots__ = ("constants", "inputs", "kind", "label", "outputs", "run", "session", "where")
 
     def __init__(
         self,
@@ -32,6 +33,7 @@ class Step:
         )
         self.constants = constants or [None] * len(inputs)
         self.where = f"Session: {label}"
+        self.session = None
 
     def args(self, env: dict[str, np.ndarray]) -> list[np.ndarray | None]:
         return [env.get(n) if c is None else c for n, c in zip(self.inputs, self.constants)]
