@@ -27,7 +27,7 @@ from fusebridge.kernels.fused_dropout import (
     softmax_dropout,
     softmax_dropout_backward,
 )
-from fusebridge.kernels.gru import GRUDescriptor, fusion_gru
+from fusebridge.kernels.gru import GRUDescriptor, GRUKernel, fusion_gru
 from fusebridge.kernels.gru_origin_mode import negate_update_gate
 from fusebridge.kernels.gru_weights import GRUWeights, pack_gru_weights
 from fusebridge.kernels.philox import philox4x32
@@ -38,6 +38,7 @@ from fusebridge.kernels.sequence_pool import sequence_pool
 __all__ = [
     "DropoutDescriptor",
     "GRUDescriptor",
+    "GRUKernel",
     "GRUWeights",
     "MatmulDropoutDescriptor",
     "SoftmaxDropoutDescriptor",

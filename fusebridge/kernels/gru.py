@@ -55,6 +55,86 @@ def _float32(a: object, name: str) -> np.ndarray:
     return contiguous(arr, "fusion_gru", name)
 
 
+class GRUKernel:
+    """fusion_gru with its weights and attributes fixed (a Session's GRU node): the descriptor
+    is built and its primitive looked up once, so a call checks only its data. Calls take
+    fusion_gru's x, h0, offsets, seq_lens, return_last and out."""
+
+    def __init__(
+        self,
+        weights: GRUWeights,
+        *,
+        layout: str = "lod",
+        direction: str = "forward",
+        linear_before_reset: bool = False,
+        origin_mode: bool = True,
+        activation: str = "tanh",
+        gate_activation: str = "sigmoid",
+    ) -> None:
+        op = "fusion_gru"
+        layout = as_choice(layout, LAYOUTS, op, "layout")
+        direction = as_choice(direction, DIRECTIONS, op, "direction")
+        d = weights.directions
+        if d != (2 if direction == "bidirectional" else 1):
+            raise ArgumentError(
+                f"{op}: direction {direction!r} needs weights for "
+                f"{2 if direction == 'bidirectional' else 1} direction(s), got {d}"
+            )
+        self.weights, self.layout = weights, layout
+        self._fields = {
+            "layout": core._C.SeqLayout[layout],
+            "ic": weights.input_size,
+            "oc": weights.hidden_size,
+            "directions": d,
+            "reverse": direction == "reverse",
+            "linear_before_reset": bool(linear_before_reset),
+            "origin_mode": bool(origin_mode),
+            "act": core._C.GruAct[as_choice(activation, ACTIVATIONS, op, "activation")],
+            "gate": core._C.GruAct[as_choice(gate_activation, ACTIVATIONS, op, "gate_activation")],
+            "projection": weights.wx is not None,
+        }
+        self._isa, self._prim = None, None
+
+    def _primitive(self) -> object:
+        isa = core.isa()  # set_isa may have changed it since the last call
+        if isa != self._isa:
+            desc = GRUDescriptor(**self._fields, isa=core._C.Isa[isa])
+            self._prim, self._isa = CACHE.get(desc, _create), isa
+        return self._prim
+
+    def __call__(
+        self,
+        x: np.ndarray,
+        *,
+        h0: np.ndarray | None = None,
+        offsets: np.ndarray | None = None,
+        seq_lens: np.ndarray | None = None,
+        return_last: bool = False,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        op = "fusion_gru"
+        w = self.weights
+        d, ic, oc = w.directions, w.input_size, w.hidden_size
+        x = _float32(x, "x")
+        lens, steps = _sentences(x, self.layout, offsets, seq_lens)
+        if x.shape[-1] != ic:
+            raise ArgumentError(f"{op}: x has {x.shape[-1]} features, the weights expect IC = {ic}")
+        n = len(lens)
+        if h0 is not None:
+            h0 = _float32(h0, "h0")
+            if h0.shape == (n, oc) and d == 1:
+                h0 = h0[None]
+            if h0.shape != (d, n, oc):
+                raise ArgumentError(f"{op}: h0 must have shape {(d, n, oc)}, got {h0.shape}")
+        prim = self._primitive()
+        out = as_output(out, x.shape[:-1] + (d * oc,), np.float32, x, op)
+        if out is x:
+            raise ArgumentError(f"{op}: out must not be x (the recurrence reads x after writing)")
+        last = new_array((d, n, oc), np.float32, op, "last") if return_last else None
+        prim.forward(lens, steps, x, w.wx, w.wh, w.bias_x, w.bias_hc, h0, out, last)
+        return (out, last) if return_last else out
+
+
 def fusion_gru(
     x: np.ndarray,
     wx: np.ndarray | GRUWeights,
@@ -91,43 +171,13 @@ def fusion_gru(
         if wh is None:
             raise ArgumentError(f"{op}: wh is required with raw weights")
         weights = pack_gru_weights(wx, wh, bias, bias_h)
-    layout = as_choice(layout, LAYOUTS, op, "layout")
-    direction = as_choice(direction, DIRECTIONS, op, "direction")
-    d, ic, oc = weights.directions, weights.input_size, weights.hidden_size
-    if d != (2 if direction == "bidirectional" else 1):
-        raise ArgumentError(
-            f"{op}: direction {direction!r} needs weights for "
-            f"{2 if direction == 'bidirectional' else 1} direction(s), got {d}"
-        )
-    x = _float32(x, "x")
-    lens, steps = _sentences(x, layout, offsets, seq_lens)
-    if x.shape[-1] != ic:
-        raise ArgumentError(f"{op}: x has {x.shape[-1]} features, the weights expect IC = {ic}")
-    n = len(lens)
-    if h0 is not None:
-        h0 = _float32(h0, "h0")
-        if h0.shape == (n, oc) and d == 1:
-            h0 = h0[None]
-        if h0.shape != (d, n, oc):
-            raise ArgumentError(f"{op}: h0 must have shape {(d, n, oc)}, got {h0.shape}")
-    desc = GRUDescriptor(
-        layout=core._C.SeqLayout[layout],
-        ic=ic,
-        oc=oc,
-        directions=d,
-        reverse=direction == "reverse",
-        linear_before_reset=bool(linear_before_reset),
-        origin_mode=bool(origin_mode),
-        act=core._C.GruAct[as_choice(activation, ACTIVATIONS, op, "activation")],
-        gate=core._C.GruAct[as_choice(gate_activation, ACTIVATIONS, op, "gate_activation")],
-        projection=weights.wx is not None,
-        isa=core._C.Isa[core.isa()],
+    kernel = GRUKernel(
+        weights,
+        layout=layout,
+        direction=direction,
+        linear_before_reset=linear_before_reset,
+        origin_mode=origin_mode,
+        activation=activation,
+        gate_activation=gate_activation,
     )
-    prim = CACHE.get(desc, _create)
-    out = as_output(out, x.shape[:-1] + (d * oc,), np.float32, x, op)
-    if out is x:
-        raise ArgumentError(f"{op}: out must not be x (the recurrence reads x after writing)")
-    last = new_array((d, n, oc), np.float32, op, "last") if return_last else None
-    w = weights
-    prim.forward(lens, steps, x, w.wx, w.wh, w.bias_x, w.bias_hc, h0, out, last)
-    return (out, last) if return_last else out
+    return kernel(x, h0=h0, offsets=offsets, seq_lens=seq_lens, return_last=return_last, out=out)

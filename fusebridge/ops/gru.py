@@ -146,26 +146,30 @@ def _cpu(node: ir.Node, attrs: GRUAttributes, constants: dict[int, np.ndarray], 
     n_out = len(node.outputs)
     n_in = len(GRU_SCHEMA.inputs if node.op_type == "GRU" else FUSION_GRU_SCHEMA.inputs)
     weight_slots = range(2, n_in - 1)  # all but X, lengths and H0
-    packed = None
+    prepared = None
     if all(i in constants or i >= len(node.inputs) or node.inputs[i] is None for i in weight_slots):
+        # Constant weights (every imported model): packed, and the primitive found, once.
         probe = [constants.get(i) for i in range(n_in)]
         (_, wx, wh, bias), kw = kernel_call(node.op_type, attrs, probe)
         packed = kernels.pack_gru_weights(wx, wh, bias, kw["bias_h"])
+        prepared = kernels.GRUKernel(packed, **attrs.kernel_arguments())
+    lengths_name = "offsets" if attrs.layout == "lod" else "seq_lens"
 
     buffers = threading.local()  # per thread: runs of one Session may overlap in threads
 
     def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
-        (x, wx, wh, bias), kw = kernel_call(node.op_type, attrs, inputs)
-        if packed is not None:
-            weights, kw["bias_h"] = (packed,), None
+        if prepared is not None:
+            x, lengths, *_, h0 = split_inputs(node.op_type, inputs)
+            gru, kw = prepared, {lengths_name: lengths, "h0": h0}
         else:
-            weights = (wx, wh, bias)
+            (x, wx, wh, bias), kw = kernel_call(node.op_type, attrs, inputs)
+            gru = functools.partial(kernels.fusion_gru, wx=wx, wh=wh, bias=bias)
         if reuse:
             # Y is an intermediate nobody keeps after the run: writing it into last run's
             # buffer saves the page faults of a fresh one and the trim when it is freed.
             last = getattr(buffers, "y", None)
             kw["out"] = last if last is not None and last.shape[:-1] == x.shape[:-1] else None
-        out = kernels.fusion_gru(x, *weights, return_last=n_out == 2, **kw)
+        out = gru(x, return_last=n_out == 2, **kw)
         y = out[0] if n_out == 2 else out
         if reuse:
             buffers.y = y

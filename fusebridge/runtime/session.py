@@ -31,6 +31,7 @@ from fusebridge.errors import (
 from fusebridge.fuse_passes.type_inference import InferTypes
 from fusebridge.kernels.sequence_layout import as_offsets
 from fusebridge.lod_tensor import LoDTensor
+from fusebridge.runtime.onnx_partition import ort_runner
 from fusebridge.runtime.placement import Decision, Placement
 from fusebridge.runtime.program import Program
 from fusebridge.runtime.step import Step
@@ -369,11 +370,9 @@ class Session:
         return key
 
     def _quick_run(self, step: Step) -> _Quick:
-        """The quick path's run of `step`, a program's one ONNX Runtime session: through ORT's
-        binding (`_sess`) where it has one, whose Python `run` repeats per call the checks of
-        names and types that run() made once for this signature."""
-        sess = step.session
-        run = getattr(getattr(sess, "_sess", None), "run", sess.run)
+        """The quick path's run of `step`, a program's one ONNX Runtime session (through its
+        binding: run() checked the feeds of this signature once)."""
+        run = ort_runner(step.session)
         # A graph input nothing reads is left out: ONNX Runtime refuses a feed it does not declare.
         subset = None if set(step.inputs) == set(self._feed_names) else list(step.inputs)
         return _Quick(functools.partial(run, list(self._graph_outputs)), subset)

@@ -98,12 +98,15 @@ def test_matches_reference(each_isa, case):
 
 @pytest.mark.parametrize("lbr", [False, True])
 @pytest.mark.parametrize("direction", ["forward", "bidirectional"])
-def test_threads_give_the_same_bits(each_isa, threads, lbr, direction):
-    """A batch large enough for the recurrence and the projection to split over threads."""
+@pytest.mark.parametrize(("sentences", "oc"), [(40, 70), (3, 300)])
+def test_threads_give_the_same_bits(each_isa, threads, lbr, direction, sentences, oc):
+    """A batch large enough for the recurrence and the projection to split over threads: by
+    sentences and directions (40 sentences; 3 sentences in two directions), and by hidden
+    units with a barrier a step (3 sentences in one direction)."""
     rng = np.random.default_rng(1)
-    lens = rng.integers(0, 30, 40)
+    lens = rng.integers(0, 30, sentences)
     d = 2 if direction == "bidirectional" else 1
-    x, args = random_gru(rng, d, 24, 70, lens)
+    x, args = random_gru(rng, d, 24, oc, lens)
     attrs = {"direction": direction, "linear_before_reset": lbr, "origin_mode": False}
     threads(1)
     one = kernels.fusion_gru(x, **args, **attrs)

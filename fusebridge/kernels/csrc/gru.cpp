@@ -17,9 +17,14 @@ namespace fusebridge {
 
 namespace {
 
-// A step ends at a barrier (microseconds on this VM): a thread joins the recurrence only when it
-// gets at least this many multiply-adds per step.
+// Split by hidden units, a step ends at a barrier (microseconds on this VM): a thread joins
+// that recurrence only when it gets at least this many multiply-adds per step.
 constexpr double kMinFmaPerThread = 16384;
+// Split by sentences (and directions), threads never wait for each other within a call: each
+// owns classes of at least this many sentences (a register tile's rows) and the multiply-adds
+// of the whole call make its one fork worth it. Preferred wherever the batch allows it.
+constexpr int64_t kMinClassRows = 4;
+constexpr double kMinFmaPerOwner = 1 << 17;
 // The packed Wh a thread may stream every step and still find in its own L2 (half of this
 // machine's 2 MiB). When both directions together exceed it, they run one after the other,
 // each on all threads: a thread then holds a share of one direction's weights, not of both.
@@ -42,6 +47,19 @@ template <class T>
 T* at_least(std::vector<T>& v, size_t n) {
     if (v.size() < n) v.resize(n);
     return v.data();
+}
+
+// Of a step's `active` sentences (longest first, positions 0..active-1), class c of `classes`
+// holds the positions i with i % classes == c, stored together: class_rows of them from
+// class_offset. A sentence keeps its class from step to step, so the thread that owns a class
+// reads only the states it wrote.
+int64_t class_rows(int64_t active, int64_t c, int64_t classes) {
+    return active > c ? (active - c - 1) / classes + 1 : 0;
+}
+int64_t class_offset(int64_t active, int64_t c, int64_t classes) {
+    int64_t offset = 0;
+    for (int64_t j = 0; j < c; ++j) offset += class_rows(active, j, classes);
+    return offset;
 }
 
 }  // namespace
@@ -124,6 +142,22 @@ int GruPrimitive::threads_for_recurrence(const GruPlan& p, int64_t directions) c
     return int(std::min<int64_t>({avail, items, by_work}));
 }
 
+GruPrimitive::Owners GruPrimitive::owners(const GruPlan& p) const {
+    const int avail = max_threads();
+    const int64_t D = d_.directions;
+    if (avail <= 1 || p.max_len_ == 0) return {1, 1};
+    const int64_t classes =
+        std::max<int64_t>(1, std::min<int64_t>(avail / D, p.active_[0] / kMinClassRows));
+    const int64_t units = D * classes;  // (direction, class) pairs, one owner each
+    const double fma = double(p.words_) * D * d_.oc * 3.0 * d_.oc;
+    const int64_t by_work = std::max<int64_t>(1, int64_t(fma / kMinFmaPerOwner));
+    // Each owner streams its direction's whole Wh every step, past its L2 from hidden ~290 on:
+    // at hidden 512 (3 MB) that ran as fast as the split by hidden units on this machine
+    // (benchmarks.gru_builds), and it has no barrier to stall on a thread the OS took away.
+    const int nt = int(std::min<int64_t>({avail, units, by_work}));
+    return nt < 2 ? Owners{1, 1} : Owners{nt, classes};
+}
+
 void GruPrimitive::forward(const GruPlan& p, const float* x, const GruWeightsView& w,
                            const float* h0, float* out, float* last) const {
     const int64_t D = d_.directions, OC = d_.oc, G3 = 3 * OC, cols = D * OC;
@@ -167,13 +201,19 @@ void GruPrimitive::forward(const GruPlan& p, const float* x, const GruWeightsVie
                                  : x + p.row_of(s, word) * d_.ic;
         };
 
+        // Threads that own sentences need no barrier; else threads split each step's hidden
+        // units (below). Either way every row's arithmetic is the same: same bits.
+        const Owners own = owners(p);
+        const int64_t classes = own.classes;
         for (int64_t d = 0; d < D; ++d) {
             const bool rev = is_reverse(d);
             for (int64_t t = 0; t < max_len; ++t)
                 for (int64_t i = 0; i < p.active_[t]; ++i) {
                     const int64_t s = p.order_[i], len = lens[s];
                     const int64_t word = rev ? len - 1 - t : t;
-                    const int64_t q = d * words + p.first_[t] + i;
+                    const int64_t slot =
+                        class_offset(p.active_[t], i % classes, classes) + i / classes;
+                    const int64_t q = d * words + p.first_[t] + slot;
                     hout[q] = out + p.row_of(s, word) * cols + d * OC;
                     grow[q] = gates(s, word) + d * G3;
                     if (t > 0)
@@ -184,10 +224,15 @@ void GruPrimitive::forward(const GruPlan& p, const float* x, const GruWeightsVie
         }
 
         const int passes = d_.linear_before_reset ? 1 : 2;
-        // Directions [d0, d0 + nd) step by step on nt threads.
-        auto run = [&](int64_t d0, int64_t nd, int tid, int nt) {
+        // Directions [d0, d0 + nd), sentence class c, step by step on nt threads.
+        auto run = [&](int64_t d0, int64_t nd, int64_t c, int tid, int nt) {
             for (int64_t t = 0; t < max_len; ++t) {
-                const int64_t rows = p.active_[t];
+                const int64_t rows = class_rows(p.active_[t], c, classes);
+                if (rows == 0) break;  // the longest sentences come first
+                const int64_t off = class_offset(p.active_[t], c, classes);
+                // Scratch rows of the class as at step 0 (its most): owners run steps apart,
+                // so per-step offsets would overlap another class's rows of another step.
+                const int64_t scratch = d0 * n + class_offset(p.active_[0], c, classes);
                 for (int pass = 0; pass < passes; ++pass) {
                     const GruTile<GruStep> tile_fn = d_.linear_before_reset ? k_.lbr
                                                      : pass == 0 ? k_.update_reset
@@ -200,7 +245,7 @@ void GruPrimitive::forward(const GruPlan& p, const float* x, const GruWeightsVie
                     // Consecutive items share a weight block, so a thread keeps its blocks hot.
                     for (int64_t it = lo; it < hi; ++it) {
                         const int64_t d = d0 + it / per_dir, block = it % per_dir / tiles * nb;
-                        const int64_t tile = it % tiles, q = d * words + p.first_[t];
+                        const int64_t tile = it % tiles, q = d * words + p.first_[t] + off;
                         const GruStep st{OC,
                                          ocp_,
                                          hprev + q,
@@ -209,8 +254,8 @@ void GruPrimitive::forward(const GruPlan& p, const float* x, const GruWeightsVie
                                          w.wh + d * blocks_ * OC * kGruPackStride,
                                          w.bx + d * 3 * ocp_,
                                          w.bhc + d * ocp_,
-                                         u + d * n * ocp_,
-                                         rh + d * n * ocp_,
+                                         u + (scratch + (d - d0) * n) * ocp_,
+                                         rh + (scratch + (d - d0) * n) * ocp_,
                                          d_.act,
                                          d_.gate,
                                          d_.origin_mode};
@@ -227,13 +272,18 @@ void GruPrimitive::forward(const GruPlan& p, const float* x, const GruWeightsVie
             const int nt = threads_for_recurrence(p, nd);
             if (nt > 1) {
 #pragma omp parallel num_threads(nt)
-                run(d0, nd, omp_get_thread_num(), omp_get_num_threads());
+                run(d0, nd, 0, omp_get_thread_num(), omp_get_num_threads());
             } else {
-                run(d0, nd, 0, 1);
+                run(d0, nd, 0, 0, 1);
             }
         };
         const double wh_bytes = double(ocp_) * OC * 3 * sizeof(float);
-        if (D * wh_bytes <= kWeightBytesPerThread * threads_for_recurrence(p, D)) {
+        if (own.threads > 1) {
+            // Unit (d, c) on thread unit % threads: each thread alone on its rows, no barrier.
+#pragma omp parallel num_threads(own.threads)
+            for (int64_t unit = omp_get_thread_num(); unit < D * classes; unit += own.threads)
+                run(unit / classes, 1, unit % classes, 0, 1);
+        } else if (D * wh_bytes <= kWeightBytesPerThread * threads_for_recurrence(p, D)) {
             launch(0, D);
         } else {
             for (int64_t d = 0; d < D; ++d) launch(d, 1);

@@ -95,6 +95,13 @@ class GruPrimitive {
     int64_t ocp() const { return ocp_; }  // OC rounded up to kGruBlock
 
    private:
+    // Threads that each own (direction, sentence class) units of the recurrence: threads > 1
+    // when that split pays and each owner's weights fit its cache; else {1, 1}.
+    struct Owners {
+        int threads;
+        int64_t classes;
+    };
+    Owners owners(const GruPlan& p) const;
     int threads_for_recurrence(const GruPlan& p, int64_t directions) const;
     // gproj row gbase_[s] + t = x row of word t of sentence s @ Wx, both directions side by side.
     void project(const GruPlan& p, const float* const* xrow, const float* wx, float* gproj) const;
