@@ -27,7 +27,7 @@ from benchmarks.common import best_time, machine
 
 GRID_T = (1, 8, 32)
 GRID_N = (1, 16)
-GRID_IH = ((16, 16), (64, 64), (128, 256))
+GRID_IH = ((16, 16), (64, 64), (128, 256), (256, 512))
 GRID_D = (1, 2)
 
 

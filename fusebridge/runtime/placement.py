@@ -50,12 +50,12 @@ class Costs:
 # python -m benchmarks.placement_costs --threads 2 (prints the lines below), on a quiet 2-core
 # AMD EPYC VM (AVX-512), 2 threads.
 COSTS = Costs(
-    kernel_fixed=8.45,
-    kernel_step=0.102,
-    kernel_mac=6.066,
-    ort_step=0.284,
-    ort_mac=9.398,
-    call=1.35,
+    kernel_fixed=5.87,
+    kernel_step=0.078,
+    kernel_mac=6.406,
+    ort_step=0.265,
+    ort_mac=8.757,
+    call=1.08,
 )
 DEFAULT_DIM = 1
 _GRU_OPS = ("GRU", "FusionGRU")
