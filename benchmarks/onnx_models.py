@@ -43,16 +43,21 @@ def streamed(run: Callable[[dict], dict], frames: list[dict], state: list) -> Ca
     return go
 
 
-def interleaved(ours: Callable, theirs: Callable, rounds: int, calls: int) -> tuple[float, float]:
+def interleaved(
+    ours: Callable, theirs: Callable, rounds: int, calls: int, settle: float = 0.0
+) -> tuple[float, float]:
     """Median seconds per call of each, the two taking turns round by round, who goes first
     alternating: ONNX Runtime's threads spin for a while after a run, and on 2 cores whoever
-    runs right after the other peer pays for it."""
+    runs right after the other peer pays for it. settle > 0: that many seconds of sleep before
+    each block, so that neither peer's threads still spin when the other's block starts."""
     times: dict[int, list[float]] = {0: [], 1: []}
     for fn in (ours, theirs):
         fn()  # warm-up
     for r in range(rounds):
         order = [(0, ours), (1, theirs)]
         for k, fn in order if r % 2 == 0 else order[::-1]:
+            if settle:
+                time.sleep(settle)
             t0 = time.perf_counter()
             for _ in range(calls):
                 fn()
@@ -60,7 +65,7 @@ def interleaved(ours: Callable, theirs: Callable, rounds: int, calls: int) -> tu
     return statistics.median(times[0]), statistics.median(times[1])
 
 
-def run(quick: bool = False, threads: int = 2) -> str:
+def run(quick: bool = False, threads: int = 2, settle: float = 0.0) -> str:
     import fusebridge as fb
 
     fb.kernels.set_num_threads(threads)
@@ -103,7 +108,7 @@ def run(quick: bool = False, threads: int = 2) -> str:
 
                 if row == "batch16" and entry.get("lengths"):
                     label += ", unequal lengths (sequence_lens)"
-            t_ours, t_ort = interleaved(ours, theirs, rounds, calls)
+            t_ours, t_ort = interleaved(ours, theirs, rounds, calls, settle)
             kernels = sum(d.on_kernel for d in placed)
             all_ort = not kernels and row != "frame"
             rows.append(
@@ -131,14 +136,14 @@ def run(quick: bool = False, threads: int = 2) -> str:
             "## ONNX models as shipped: fusebridge vs plain ONNX Runtime",
             "",
             f"{threads} thread(s) for both; median of {rounds} interleaved rounds of {calls} "
-            f"calls; batch rows of {shipped.BATCH16_LENGTHS[0]} steps.",
+            f"calls{_settled(settle)}; batch rows of {shipped.BATCH16_LENGTHS[0]} steps.",
             "",
             markdown_table(header, rows),
         ]
     )
 
 
-def full_size(threads: int = 2, quick: bool = False) -> str:
+def full_size(threads: int = 2, quick: bool = False, settle: float = 0.0) -> str:
     """The speech look-alike at the shipped sizes (257 bins, GRUs of hidden 256 and 512, 100
     frames), exported by torch's legacy exporter at opset 12 into a temporary folder (torch
     needed: the bench extra): `python -m benchmarks.onnx_models --full-size`."""
@@ -193,6 +198,7 @@ def full_size(threads: int = 2, quick: bool = False) -> str:
                     lambda f=f, p=plain: p.run(None, f),
                     rounds,
                     calls,
+                    settle,
                 )
                 kernels = sum(d.on_kernel for d in session.explain(f))
                 rows.append(
@@ -210,7 +216,7 @@ def full_size(threads: int = 2, quick: bool = False) -> str:
             "## The speech look-alike at shipped sizes (hidden 256 and 512, 257 bins, 100 frames)",
             "",
             f"{threads} thread(s) for both; median of {rounds} interleaved rounds of {calls} "
-            "calls.",
+            f"calls{_settled(settle)}.",
             "",
             markdown_table(header, rows),
         ]
@@ -218,12 +224,17 @@ def full_size(threads: int = 2, quick: bool = False) -> str:
 
 
 def overhead(session, feeds: dict) -> str:
-    """Microseconds Session.run adds to its one ONNX Runtime session's own run (median)."""
+    """Microseconds Session.run adds to its one ONNX Runtime session's own `run` (median)."""
     step = session._program.steps[0]
-    env = dict(feeds)
-    args = step.args(env)
-    t_session, t_step = interleaved(lambda: session.run(feeds), lambda: step.run(args), 15, 200)
-    return f"{1e6 * (t_session - t_step):.1f}"
+    sess, args = step.session, dict(zip(step.inputs, step.args(dict(feeds))))
+    t_session, t_ort = interleaved(
+        lambda: session.run(feeds), lambda: sess.run(None, args), 15, 200
+    )
+    return f"{1e6 * (t_session - t_ort):.1f}"
+
+
+def _settled(settle: float) -> str:
+    return f", {1e3 * settle:.0f} ms of sleep before each block" if settle else ""
 
 
 if __name__ == "__main__":
@@ -235,8 +246,14 @@ if __name__ == "__main__":
     parser.add_argument(
         "--full-size", action="store_true", help="the speech look-alike at shipped sizes"
     )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="seconds of sleep before each timed block (ONNX Runtime's threads stop spinning)",
+    )
     args = parser.parse_args()
     if args.full_size:
-        print(full_size(args.threads, args.quick))
+        print(full_size(args.threads, args.quick, args.settle))
     else:
-        print(run(args.quick, args.threads))
+        print(run(args.quick, args.threads, args.settle))

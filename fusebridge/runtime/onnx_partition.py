@@ -80,6 +80,18 @@ def ort_runner(sess: ort.InferenceSession) -> Callable[[list[str], dict, None], 
     return getattr(getattr(sess, "_sess", None), "run", sess.run)
 
 
+def _unique_names(nodes: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
+    """ONNX Runtime refuses two nodes of one name, which a graph may hold (converters reuse
+    names; an Identity joins the partition of its source): a repeated name gets a suffix."""
+    seen: set[str] = set()
+    for node in nodes:
+        name, k = node.name, 1
+        while node.name and node.name in seen:
+            node.name, k = f"{name}_{k}", k + 1
+        seen.add(node.name)
+    return nodes
+
+
 def label_of(group: list[ir.Node]) -> str:
     ops = ", ".join(n.op_type for n in group[:6]) + (", ..." if len(group) > 6 else "")
     return f"ONNX partition [{ops}] (from node {group[0].name!r})"
@@ -127,7 +139,7 @@ def onnx_step(
         return info(v) if known else onnx.helper.make_value_info(v.name, onnx.TypeProto())
 
     graph = onnx.helper.make_graph(
-        [ir.serde.serialize_node(n) for n in group],
+        _unique_names([ir.serde.serialize_node(n) for n in group]),
         "partition",
         [info(v) for v in inputs],
         [output_info(v) for v in outputs],
