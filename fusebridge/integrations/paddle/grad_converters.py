@@ -77,16 +77,51 @@ def _last_two_swapped(cx, value: ir.Value, rank: int, name: str) -> ir.Value:
 
 
 # -- the loss and its reduction ------------------------------------------------------------
+def _fill_value(cx, op: OpDesc) -> float:
+    text = _attr(cx, op, "str_value", "str", "")  # Paddle's exact spelling of the value
+    if not text:
+        return _attr(cx, op, "value", "float", 0.0)
+    try:
+        return float(text)
+    except ValueError:
+        raise ModelFormatError(
+            f"{cx.where()}: attribute str_value = {text!r} is not a number"
+        ) from None
+
+
 @converter("fill_constant", lod=None)
 def _fill_constant(cx, op: OpDesc) -> None:
-    for slot in ("ShapeTensor", "ShapeTensorList", "ValueTensor"):
-        if _names(op, slot):
-            raise UnsupportedOpError(
-                f"{cx.where()}: input {slot} (a shape or value computed in the graph) is not "
-                "supported; only the shape and value attributes"
-            )
+    """A constant; with ShapeTensor / ShapeTensorList (a shape computed in the graph, as
+    nn.GRU's initial state from the input's batch size), ConstantOfShape at run time."""
+    if _names(op, "ValueTensor"):
+        raise UnsupportedOpError(
+            f"{cx.where()}: input ValueTensor (a value computed in the graph) is not "
+            "supported; only the value attribute"
+        )
     dtype = _PADDLE_DTYPES[_choice(cx, op, "dtype", tuple(_PADDLE_DTYPES))]
     shape = _attr(cx, op, "shape", "ints", [])
+    dynamic = _names(op, "ShapeTensor") or _names(op, "ShapeTensorList")
+    if dynamic:
+        out = _one(cx, op, "Out", outputs=True)
+        parts = [
+            cx.add(
+                "Reshape",
+                [cx.cast(cx.value(v), ir.DataType.INT64, f"{out}/d"), cx.ints([-1], f"{out}/flat")],
+                name=f"{out}/dim",
+            )
+            for v in dynamic
+        ]
+        dims = (
+            parts[0]
+            if len(parts) == 1
+            else cx.add("Concat", parts, {"axis": 0}, name=f"{out}/shape")
+        )
+        fill = number(cx, _fill_value(cx, op), dtype.numpy(), "value")
+        result = cx.add(
+            "ConstantOfShape", [dims], {"value": ir.tensor(fill.reshape(1))}, name=out, dtype=dtype
+        )
+        cx.define(out, result)
+        return
     if any(d < 0 for d in shape):
         raise UnsupportedOpError(
             f"{cx.where()}: shape {_shown.repr(shape)} has a size known only at run time"
@@ -95,16 +130,7 @@ def _fill_constant(cx, op: OpDesc) -> None:
         raise ModelFormatError(
             f"{cx.where()}: shape {_shown.repr(shape)} has more than 2**63 - 1 elements"
         )
-    text = _attr(cx, op, "str_value", "str", "")  # Paddle's exact spelling of the value
-    value = _attr(cx, op, "value", "float", 0.0)
-    if text:
-        try:
-            value = float(text)
-        except ValueError:
-            raise ModelFormatError(
-                f"{cx.where()}: attribute str_value = {text!r} is not a number"
-            ) from None
-    fill = number(cx, value, dtype.numpy(), "value")
+    fill = number(cx, _fill_value(cx, op), dtype.numpy(), "value")
     out = _one(cx, op, "Out", outputs=True)
     if math.prod(shape) > _MAX_CONSTANT_ELEMENTS:
         # Made at run time: the file's few bytes must not make load allocate gigabytes.

@@ -47,6 +47,9 @@ _ATTR_KINDS: dict[str, tuple[int, ...]] = {
     "bool": (6,),
     "str": (2,),
     "ints": (3, 11),
+    "floats": (4,),
+    "bools": (7,),
+    "scalars": (17,),
 }
 _shown = reprlib.Repr()
 _shown.maxlist = _shown.maxstring = 12

@@ -387,6 +387,70 @@ def _fill_constant(p: Program) -> None:
     p.op("fill_constant", {}, {"shape": [], "value": 1.0, "dtype": 5})  # a loss's gradient
     p.op("fill_constant", {}, {"shape": [4], "value": 7.0, "dtype": 3}, {"Out": "int64"})
     p.op("fill_constant", {}, {"shape": [1], "str_value": "0.1", "dtype": 6}, {"Out": "float64"})
+    # The shape computed in the graph, as nn.GRU builds its zero state: a list of scalars, and
+    # one 1-D tensor.
+    rows = p.op("shape", {"Input": [p.feed("y", p.rand(3, 2))]}, {}, {"Out": "int32"}, fetch=False)
+    parts = [p.feed("two", np.int32(2)), p.feed("five", np.int32(5))]
+    p.op("fill_constant", {"ShapeTensorList": parts}, {"shape": [-1, -1], "value": 0.5, "dtype": 5})
+    p.op("fill_constant", {"ShapeTensor": [rows]}, {"shape": [-1, -1], "value": -2.0, "dtype": 5})
+
+
+@case("shape")
+def _shape(p: Program) -> None:
+    p.op("shape", {"Input": [p.feed("x", p.rand(2, 3, 4))]}, {}, {"Out": "int32"})
+    p.op("shape", {"Input": [p.lod("w", 3)]}, {}, {"Out": "int32"})
+
+
+@case("slice")
+def _slice(p: Program) -> None:
+    x = p.feed("x", p.rand(3, 4, 5))
+    for axes, starts, ends, decrease in [
+        ([0, 2], [1, -3], [3, 10], []),  # a negative start, an end past the size
+        ([1], [2], [3], [1]),  # one index, its axis dropped
+        ([0, 1], [0, 1], [1, 2], [0, 1]),
+    ]:
+        attrs = {"axes": axes, "starts": starts, "ends": ends, "decrease_axis": decrease}
+        p.op("slice", {"Input": [x]}, attrs | {"infer_flags": [1] * len(axes)})
+    bounds = {
+        "StartsTensor": [p.feed("s", np.int64([1]))],
+        "EndsTensor": [p.feed("e", np.int64([3]))],
+    }
+    attrs = {"axes": [1], "starts": [-1], "ends": [-1], "infer_flags": [-1]}
+    p.op("slice", {"Input": [x], **bounds}, attrs)
+
+
+@case("stack")
+def _stack(p: Program) -> None:
+    a, b = p.feed("a", p.rand(2, 3)), p.feed("b", p.rand(2, 3))
+    for axis in (0, 1, -1):
+        p.op("stack", {"X": [a, b]}, {"axis": axis}, {"Y": "float32"})
+
+
+@case("assign_value")
+def _assign_value(p: Program) -> None:
+    p.op("relu", {"X": [p.feed("x", p.rand(2))]})  # a feed: fusebridge needs one
+    # Paddle 3 writes `values` (SCALARS), as paddle.assign does.
+    values = p.rand(2, 3).ravel().tolist()
+    p.op("assign_value", {}, {"shape": [2, 3], "dtype": 5, "values": values})
+    ints = {"shape": [4], "dtype": 3, "values": [3, -1, 0, 7]}
+    p.op("assign_value", {}, ints, {"Out": "int64"})
+
+
+@case("assign")
+def _assign(p: Program) -> None:
+    p.op("assign", {"X": [p.feed("x", p.rand(2, 3))]})
+    p.op("assign", {"X": [p.lod("w", 3)]})
+
+
+@case("layer_norm")
+def _layer_norm(p: Program) -> None:
+    x = p.feed("x", p.rand(2, 3, 4) * 3)
+    outputs = {"Y": "float32", "Mean": "float32", "Variance": "float32"}
+    affine = {"Scale": [p.param("g", p.rand(4))], "Bias": [p.param("b", p.rand(4))]}
+    p.op("layer_norm", {"X": [x], **affine}, {"begin_norm_axis": 2, "epsilon": 1e-5}, outputs)
+    # Over the last two axes: Scale and Bias flat [12], as Paddle keeps them.
+    flat = {"Scale": [p.param("g2", p.rand(12))], "Bias": [p.param("b2", p.rand(12))]}
+    p.op("layer_norm", {"X": [x], **flat}, {"begin_norm_axis": 1, "epsilon": 1e-3}, outputs)
 
 
 # -- backward ops, run alone on fed gradients (a training program holds them: see
@@ -709,7 +773,8 @@ def _compare(name: str, got, want: np.ndarray, lengths: list[int] | None) -> Non
 
 # dropout_grad needs the Mask of a training dropout, whose bits are Paddle's generator's:
 # test_training_program.py checks it against Paddle's own dropout_grad on Paddle's mask.
-TESTED_ELSEWHERE = {"dropout_grad"}
+# rnn: test_paddle3_models.py checks the GRU, LSTM and RNN modes on models Paddle saved.
+TESTED_ELSEWHERE = {"dropout_grad", "rnn"}
 
 
 def test_every_converter_has_a_case():

@@ -575,7 +575,11 @@ def test_huge_files_are_not_read_whole(tmp_path):
     big_model.mkdir()
     _sparse(big_model / "__model__", gru_program(), 3 << 30)
 
-    dirs = [combined, separate, declared, big_model]
+    big_pir = tmp_path / "big_pir"
+    big_pir.mkdir()
+    _sparse(big_pir / "model.json", b'{"base_code": {"magic": "pir", "version": 4}', 2 << 30)
+
+    dirs = [combined, separate, declared, big_model, big_pir]
     run = run_python(_BOUNDED, *map(str, dirs))
     assert run.returncode == 0, run.stderr
     results = json.loads(run.stdout)
@@ -583,7 +587,8 @@ def test_huge_files_are_not_read_whole(tmp_path):
         combined: f"inference.pdiparams: {six_gib - len(params)} bytes left at byte {len(params)}",
         separate: f"{separate / 'w'}): {six_gib - len(w)} bytes left at byte {len(w)}",
         declared: "data of shape (1099511627776,) float32 of 4398046511104 bytes at byte",
-        big_model: f"{3 << 30} bytes; a ProgramDesc (a protobuf message) holds at most",
+        big_model: f"{3 << 30} bytes; a ProgramDesc is read up to {(1 << 31) - 1}",
+        big_pir: f"{2 << 30} bytes; a PIR program is read up to {1 << 30}",
     }
     for directory, message in expected.items():
         error, read = results[str(directory)]
