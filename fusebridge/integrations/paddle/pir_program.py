@@ -406,9 +406,7 @@ _TENSOR_SLOTS = {
     "scale": "ScaleTensor",
     "value": "ValueTensor",
     "axis": "AxisTensor",
-    "dropout_prob": "",
 }
-_TENSOR_SLOTS = {k: v for k, v in _TENSOR_SLOTS.items() if v}
 
 
 def _no_fixup(reader: _Reader, attrs: dict, results: list, where: str) -> None:
