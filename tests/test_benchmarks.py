@@ -11,7 +11,7 @@ import pytest
 # Appended, not prepended: the installed fusebridge must stay ahead of the source tree.
 sys.path.append(str(Path(__file__).parents[1]))
 
-from benchmarks import mxnet_models, paddle_training, run
+from benchmarks import mxnet_models, paddle_models, paddle_training, run
 
 
 def stub_section(monkeypatch, name, body):
@@ -70,3 +70,60 @@ def test_a_missing_peer_is_a_row(monkeypatch, section, module, row):
     peer_missing(monkeypatch, module)
     text = section.run(quick=True, threads=1)
     assert text.startswith("### ") and text.endswith(f"| peer | status |\n|---|---|\n{row}")
+
+
+def test_the_paddle3_section_without_paddle_is_a_row(monkeypatch):
+    peer_missing(monkeypatch, "paddle")
+    text = paddle_models._paddle3_section(repeat=1)
+    assert text == (
+        f"### {paddle_models.PADDLE3_TITLE}\n\n| peer | status |\n|---|---|\n"
+        "| paddle | not installed: pip install -e '.[bench]' |"
+    )
+
+
+def test_a_paddle3_model_paddle_cannot_save_is_a_failed_section(monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
+    message = "saving the Paddle 3 tagger failed:\nValueError: no"
+
+    def cannot_save(directory):
+        raise RuntimeError(message)
+
+    monkeypatch.setattr(paddle_models.paddle3_tagger, "save", cannot_save)
+    text = paddle_models._paddle3_section(repeat=1)
+    assert text == f"### {paddle_models.PADDLE3_TITLE}: failed\n\n```\n{message}\n```"
+
+
+def test_the_fastest_paddle_peer_that_agreed_is_the_ratio():
+    def row(n, runtime, ms, median, same="yes"):
+        return {"sentences": n, "runtime": runtime, "ms": ms, "median_ms": median,
+                "same_output": same}  # fmt: skip
+
+    rows = [
+        row(1, "fusebridge", 2.0, 4.0, same="-"),
+        row(1, "paddle_executor", 18.0, 20.0),
+        row(1, "paddle_inference", 9.0, 30.0),  # the fastest at best, not at the median
+        row(16, "fusebridge", 10.0, 10.0, same="-"),
+        row(16, "paddle_inference", 1.0, 1.0, same="no (max error 1)"),  # disagreed: not counted
+        row(16, "paddle_inference_onednn", None, None),  # did not run
+        row(16, "paddle_executor", 20.0, 25.0),
+    ]
+    assert paddle_models._fastest_paddle(rows) == (
+        "Fastest Paddle configuration / fusebridge, by sentences per batch: "
+        "1: 4.50x (median 5.00x), 16: 2.00x (median 2.50x) (target >= 1.5x)."
+    )
+
+
+@pytest.mark.paddle
+def test_the_paddle3_tagger_is_saved_as_the_benchmark_describes(tmp_path):
+    pytest.importorskip("paddle")
+    import fusebridge as fb
+
+    tagger = paddle_models.paddle3_tagger
+    path = tagger.save(tmp_path)
+    assert path == tmp_path / "model.json" and path.with_suffix(".pdiparams").is_file()
+    model = fb.load(tmp_path)
+    assert [v.name for v in model.graph.inputs] == ["ids", "lens"]
+    table = next(n for n in model.graph if n.op_type == "Gather").inputs[0].const_value
+    assert table.shape == (tagger.VOCAB, tagger.EMBED)
+    optimized, _ = fb.optimize(model)
+    assert [n.op_type for n in optimized.graph].count("FusionGRU") == tagger.LAYERS

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -19,6 +20,8 @@ import fusebridge
 from fusebridge import cli
 from fusebridge.fuse_passes import PIPELINES, explicit_rng
 from fusebridge.models import assets
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def run(*args):
@@ -218,9 +221,16 @@ def test_cli_errors_are_one_line(tmp_path, args, message):
 
 
 @pytest.mark.paddle
-def test_bench_compares_with_paddle_side_by_side():
+@pytest.mark.parametrize(
+    "model",
+    [
+        assets.path("tagger"),  # a legacy program with one LoD input
+        FIXTURES / "paddle3" / "gru_tagger_lengths" / "jit",  # PIR: padded ids and lengths
+    ],
+)
+def test_bench_compares_with_paddle_side_by_side(model):
     pytest.importorskip("paddle")
-    out = run("bench", str(assets.path("tagger")), "--sentences", "3", "--repeat", "2")
+    out = run("bench", str(model), "--sentences", "3", "--repeat", "2")
     assert out.returncode == 0, out.stderr
     rows = [line for line in out.stdout.splitlines() if line.startswith("| 3 |")]
     assert [r.split("|")[3].strip() for r in rows] == [

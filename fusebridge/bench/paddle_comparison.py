@@ -18,9 +18,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import onnx_ir as ir
 
 import fusebridge as fb
 from fusebridge import kernels
+from fusebridge.bench.paddle_runtime import Feeds
 from fusebridge.errors import UnsupportedOpError
 from fusebridge.progress import Progress
 
@@ -35,22 +37,59 @@ def _batch(vocab: int, n: int, seed: int) -> tuple[np.ndarray, list[int]]:
     return ids, lengths
 
 
-def _word_input(model, session: fb.Session, model_dir: Path) -> tuple[str, int]:
-    """(the input, the vocabulary size) of a model that looks its one LoD input up in an
-    embedding table: the kind of model the benchmark makes random sentences for."""
+def _word_inputs(model, session: fb.Session, model_dir: Path) -> tuple[str, str | None, int]:
+    """(the word-id input, the sentence-length input or None, the vocabulary size) of a model
+    that looks its words up in an embedding table: the kind of model the benchmark makes random
+    sentences for. The words are one LoD input (no length input), or ids [N, T] padded
+    with a lengths input [N] (a Paddle 3 model)."""
     gather = next((n for n in model.graph if n.op_type == "Gather"), None)
-    lod = [n for n in session.input_names if f"{n}.offsets" in {v.name for v in model.graph.inputs}]
-    if len(session.input_names) != 1 or not lod or gather is None:
+    inputs = {v.name: v for v in model.graph.inputs}
+    names = session.input_names
+    lod = [n for n in names if f"{n}.offsets" in inputs]
+    ranks = {len(inputs[n].shape or ()): n for n in names if inputs[n].dtype == ir.DataType.INT64}
+    if len(names) == 1 and lod and gather is not None:
+        words, lens = lod[0], None
+    elif len(names) == 2 and sorted(ranks) == [1, 2] and gather is not None:
+        words, lens = ranks[2], ranks[1]
+    else:
         raise UnsupportedOpError(
             f"bench {model_dir}: the benchmark feeds random sentences of word ids, so it takes a "
-            "model with one LoD input looked up in an embedding table (lookup_table); this one "
-            f"has inputs {session.input_names}"
+            "model with one LoD input, or int64 ids [N, T] and lengths [N], looked up in an "
+            f"embedding table (lookup_table, embedding); this one has inputs {names}"
             + ("" if gather is not None else " and no embedding lookup")
         )
     table = gather.inputs[0].const_value
     if table is None:
         raise UnsupportedOpError(f"bench {model_dir}: the embedding table is computed in the graph")
-    return lod[0], int(table.shape[0])
+    return words, lens, int(table.shape[0])
+
+
+def _feeds(words: str, lens: str | None, ids: np.ndarray, lengths: list[int]) -> Feeds:
+    """The sentences as a LoD input (lens None), or right-padded with zeros to [N, T] and
+    their lengths."""
+    if lens is None:
+        return {words: (ids, lengths)}
+    padded = np.zeros((len(lengths), max(lengths)), np.int64)
+    padded[np.arange(max(lengths)) < np.asarray(lengths)[:, None]] = ids[:, 0]
+    return {words: (padded, None), lens: (np.asarray(lengths, np.int64), None)}
+
+
+def save_feeds(path: Path, feeds: Feeds) -> None:
+    """feeds into an .npz for a peer: each input's array, and NAME.lengths for a LoD input."""
+    arrays = {name: array for name, (array, _) in feeds.items()}
+    lod = {f"{name}.lengths": np.asarray(n) for name, (_, n) in feeds.items() if n is not None}
+    np.savez(path, **arrays, **lod)
+
+
+def load_feeds(path: str | os.PathLike) -> Feeds:
+    """save_feeds' feeds back."""
+    with np.load(path, allow_pickle=False) as f:
+        arrays = {name: f[name] for name in f.files}
+    return {
+        name: (array, arrays[f"{name}.lengths"].tolist() if f"{name}.lengths" in arrays else None)
+        for name, array in arrays.items()
+        if not name.endswith(".lengths")
+    }
 
 
 def best_and_median_ms(fn, repeat: int) -> tuple[float, float]:
@@ -95,7 +134,7 @@ def compare_with_paddle(
     model = fb.load(model_dir)
     optimized, _ = fb.optimize(model)
     session = fb.Session(optimized)
-    feed, vocab = _word_input(model, session, model_dir)
+    word_input, length_input, vocab = _word_inputs(model, session, model_dir)
     threads = kernels.get_num_threads()
     rows = []
     with (
@@ -105,7 +144,11 @@ def compare_with_paddle(
         for n in sentences:
             progress.step(f"{n} sentences: fusebridge")
             ids, lengths = _batch(vocab, n, seed)
-            feeds = {feed: fb.LoDTensor(ids, lengths=lengths)}
+            peer_feeds = _feeds(word_input, length_input, ids, lengths)
+            feeds = {
+                name: array if lod is None else fb.LoDTensor(array, lengths=lod)
+                for name, (array, lod) in peer_feeds.items()
+            }
             ours = session.run(feeds)
             ms, median = best_and_median_ms(lambda: session.run(feeds), repeat)  # noqa: B023
             profile: dict[str, float] = {}
@@ -126,11 +169,11 @@ def compare_with_paddle(
                     "note": f"session overhead {1e3 * overhead:.3f} ms",
                 }
             )
-            np.savez(Path(tmp) / "feed.npz", ids=ids, lengths=np.asarray(lengths))
+            save_feeds(Path(tmp) / "feed.npz", peer_feeds)
             for peer in peers:
                 progress.step(f"{n} sentences: {peer}")
                 row = {"sentences": n, "words": words, "runtime": peer}
-                args = [model_dir, peer, feed, Path(tmp) / "feed.npz", Path(tmp) / f"{peer}.npz"]
+                args = [model_dir, peer, Path(tmp) / "feed.npz", Path(tmp) / f"{peer}.npz"]
                 rows.append(row | _peer_result(args, repeat, threads, Path(tmp), ms, ours))
     return rows
 

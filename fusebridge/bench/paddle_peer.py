@@ -2,9 +2,10 @@
 a Paddle crash ends only this process.
 
     python -m fusebridge.bench.paddle_peer \\
-        MODEL_DIR PEER FEED FEED.npz OUT.npz REPEAT THREADS
+        MODEL_DIR PEER FEED.npz OUT.npz REPEAT THREADS
 
-prints {"ms": best, "median_ms": median ms per batch} and writes the outputs to OUT.npz."""
+reads the inputs from FEED.npz (paddle_comparison.save_feeds), prints {"ms": best, "median_ms":
+median ms per batch} and writes the outputs to OUT.npz."""
 
 from __future__ import annotations
 
@@ -13,19 +14,18 @@ import sys
 
 import numpy as np
 
-from fusebridge.bench.paddle_comparison import best_and_median_ms
+from fusebridge.bench.paddle_comparison import best_and_median_ms, load_feeds
 from fusebridge.bench.paddle_runtime import ExecutorRunner, InferenceRunner
 
 
 def main(argv: list[str]) -> None:
-    model_dir, peer, feed, feed_file, out_file, repeat, threads = argv
+    model_dir, peer, feed_file, out_file, repeat, threads = argv
     if peer == "paddle_executor":
         runner = ExecutorRunner(model_dir)
     else:
         onednn = peer == "paddle_inference_onednn"
         runner = InferenceRunner(model_dir, ir_optim=True, onednn=onednn, threads=int(threads))
-    with np.load(feed_file, allow_pickle=False) as f:
-        feeds = {feed: (f["ids"], f["lengths"].tolist())}
+    feeds = load_feeds(feed_file)
     outputs = runner.run(feeds)
     best, median = best_and_median_ms(lambda: runner.run(feeds), int(repeat))
     np.savez(out_file, **outputs)

@@ -1,9 +1,10 @@
-"""Runs a saved legacy Paddle inference model on Paddle's own runtimes (needs paddlepaddle):
-the static Executor on the unfused program (the oracle) and Paddle Inference (with or without
-its IR passes and oneDNN), to compare fusebridge against.
+"""Runs a saved Paddle inference model on Paddle's own runtimes (needs paddlepaddle): the
+static Executor on the unfused program (the oracle) and Paddle Inference (with or without its
+IR passes and oneDNN), to compare fusebridge against.
 
-A model dir holds inference.pdmodel + inference.pdiparams (combined) or __model__ plus one file
-per parameter (fusebridge.models.paddle_models.save_model writes both).
+A legacy model dir holds inference.pdmodel + inference.pdiparams (combined) or __model__ plus one
+file per parameter (fusebridge.models.paddle_models.save_model writes both); a Paddle 3 PIR model
+is a model.json + model.pdiparams (paddle.jit.save), run on the new IR.
 
 Feeds map an input name to (array, sentence lengths or None); LoD inputs get one LoD level.
 """
@@ -11,10 +12,12 @@ Feeds map an input name to (array, sentence lengths or None); LoD inputs get one
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from fusebridge.integrations.paddle.legacy import import_paddle, legacy_static
+from fusebridge.integrations.paddle.legacy import import_paddle, static_mode
 from fusebridge.integrations.paddle.params import find_model_files
 
 Feeds = dict[str, tuple[np.ndarray, list[int] | None]]
@@ -24,17 +27,24 @@ def _offsets(lengths: list[int]) -> list[int]:
     return [0, *np.cumsum([int(n) for n in lengths]).tolist()]
 
 
+def _model(model_dir: str | os.PathLike) -> tuple[Path, Path | None, bool, Any]:
+    """(model file, combined parameter file or None, whether it is a PIR model, paddle)."""
+    model, params = find_model_files(model_dir)
+    pir = model.suffix == ".json"
+    return model, params, pir, import_paddle(pir)
+
+
 class ExecutorRunner:
     """The model loaded once into its own scope, run by paddle.static.Executor on CPU."""
 
     def __init__(self, model_dir: str | os.PathLike):
-        paddle = self._paddle = import_paddle()
-        model, params = find_model_files(model_dir)
+        model, params, self._pir, paddle = _model(model_dir)
+        self._paddle = paddle
         self._place = paddle.CPUPlace()
         # Own scope: two models with the same parameter names (word_emb, fc_0.w_0) must not
         # overwrite each other in the global scope.
         self.scope = paddle.static.Scope()
-        with legacy_static(paddle):
+        with static_mode(paddle, self._pir):
             self._exe = paddle.static.Executor(self._place)
             with paddle.static.scope_guard(self.scope):
                 # The pre-2.0 call (a directory and file names) reads either layout: no params
@@ -46,12 +56,16 @@ class ExecutorRunner:
                     params_filename=params.name if params else None,
                 )
         self.program, self.feed_names, self._fetch_vars = loaded
-        self.fetch_names: list[str] = [v.name for v in self._fetch_vars]
+        if self._pir:  # PIR values have no names: the fetch ops name the outputs
+            ops = self.program.global_block().ops
+            self.fetch_names = [op.attrs()["name"] for op in ops if op.name() == "pd_op.fetch"]
+        else:
+            self.fetch_names = [v.name for v in self._fetch_vars]
 
     def run(self, feeds: Feeds) -> dict[str, np.ndarray]:
         """Fetch name -> array (LoD outputs come back flat, e.g. [words, 1])."""
         paddle = self._paddle
-        with legacy_static(paddle):
+        with static_mode(paddle, self._pir):
             feed = {}
             for name, (array, lengths) in feeds.items():
                 tensor = paddle.base.core.DenseTensor()
@@ -81,16 +95,16 @@ class InferenceRunner:
     def __init__(
         self, model_dir: str | os.PathLike, *, ir_optim: bool, onednn: bool, threads: int = 1
     ):
-        paddle = import_paddle()
-        model, params = find_model_files(model_dir)
+        model, params, pir, paddle = _model(model_dir)
         if params is None:
             config = paddle.inference.Config(os.fspath(model.parent))
         else:
             config = paddle.inference.Config(os.fspath(model), os.fspath(params))
         config.disable_gpu()
-        # The legacy pipeline whatever FLAGS_enable_pir_api was at import: with the new IR, 3.3.1
-        # runs the legacy passes, translates to PIR, then fails ("Tensor holds no memory").
-        config.enable_new_ir(False)
+        # A legacy model on the legacy pipeline whatever FLAGS_enable_pir_api was at import: with
+        # the new IR, 3.3.1 runs the legacy passes, translates to PIR, then fails ("Tensor holds
+        # no memory"). A PIR model (.json) takes the new IR.
+        config.enable_new_ir(pir)
         config.switch_ir_optim(ir_optim)
         if onednn:
             config.enable_onednn()

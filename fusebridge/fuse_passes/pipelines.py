@@ -34,6 +34,7 @@ from fusebridge.fuse_passes.gru_layout import (
     TransposedGRUInput,
     TransposePairs,
 )
+from fusebridge.fuse_passes.lstm import FcLSTM, MulLSTM
 from fusebridge.fuse_passes.passes import FusePass, RulePass
 from fusebridge.fuse_passes.portable import lowering_passes
 from fusebridge.fuse_passes.recompute import RecomputeDropoutMask
@@ -80,6 +81,8 @@ INFERENCE_RULES = (
     InferenceDropout,
     FcGRU,
     MulGRU,
+    FcLSTM,
+    MulLSTM,
     ZeroInitialState,
     # The exporters' layout round trips around GRUs (gru_layout.py)
     TransposePairs("transpose_pairs"),

@@ -21,7 +21,12 @@ from fusebridge.errors import ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.graph_builder import GraphBuilder
 
 # Imported for the converters they register.
-from fusebridge.integrations.paddle import grad_converters, rnn_converters, tensor_converters  # noqa: F401
+from fusebridge.integrations.paddle import (  # noqa: F401
+    grad_converters,
+    lstm_converter,
+    rnn_converters,
+    tensor_converters,
+)
 from fusebridge.integrations.paddle.op_converters import CONVERTERS, KEEPS_LOD, _one, read_attr
 from fusebridge.integrations.paddle.params import read_paddle_model
 from fusebridge.integrations.paddle.program_desc import BlockDesc, OpDesc, ProgramDesc

@@ -112,6 +112,10 @@ _OPS: dict[str, _Op] = {
     "concat": _Op("concat", ("X", "=axis")),
     "stack": _Op("stack", ("X",), ("Y",)),
     "gather": _Op("gather", ("X", "Index", "=axis")),
+    "gather_nd": _Op("gather_nd", ("X", "Index")),
+    # Both give a vector of parts, which builtin.split names: legacy split's Out list.
+    "split": _Op("split", ("X", "=sections", "=axis")),
+    "split_with_num": _Op("split", ("X", "=axis")),
     "cast": _Op("cast", ("X",), attrs={"dtype": "out_dtype"}),
     "shape": _Op("shape", ("Input",)),
     "shape64": _Op("shape", ("Input",)),
@@ -406,6 +410,7 @@ _TENSOR_SLOTS = {
     "scale": "ScaleTensor",
     "value": "ValueTensor",
     "axis": "AxisTensor",
+    "sections": "SectionsTensorList",
 }
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import onnxruntime as ort
 import paddle3_fixtures as fixtures
 import pytest
-from paddle_oracle import paddle_or_skip
+from paddle_oracle import assert_close_to_scale, paddle_or_skip, run_inference
 from python_under_test import run_python
 
 import fusebridge as fb
@@ -32,32 +32,11 @@ def _feeds(saved: str, batch: int) -> dict[str, np.ndarray]:
 
 
 def _predict(saved: str, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """Paddle Inference (no IR passes: the program as saved) on the saved files."""
-    paddle = paddle_or_skip()
-    from fusebridge.integrations.paddle.params import find_model_files
-
-    model, params = find_model_files(ROOT / saved)
-    config = paddle.inference.Config(str(model), str(params))
-    config.disable_gpu()
-    config.enable_new_ir(model.suffix == ".json")
-    config.switch_ir_optim(False)
-    config.set_cpu_math_library_num_threads(1)
-    predictor = paddle.inference.create_predictor(config)
-    for name, array in feeds.items():
-        handle = predictor.get_input_handle(name)
-        handle.reshape(list(array.shape))
-        handle.copy_from_cpu(array)
-    predictor.run()
-    return [predictor.get_output_handle(n).copy_to_cpu() for n in predictor.get_output_names()]
+    return run_inference(ROOT / saved, feeds)
 
 
 def _assert_close(got: list[np.ndarray], want: list[np.ndarray], where: str) -> None:
-    assert len(got) == len(want), where
-    for k, (g, w) in enumerate(zip(got, want)):
-        assert g.shape == w.shape, f"{where} output {k}"
-        scale = max(float(np.abs(w).max()), 1e-6)
-        err = float(np.abs(g - w).max()) / scale
-        assert err <= TOLERANCE, f"{where} output {k}: error {err:.2e} of the output scale"
+    assert_close_to_scale(got, want, where, TOLERANCE)
 
 
 def test_the_fixtures_cover_every_model_and_way():
