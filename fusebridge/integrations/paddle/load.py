@@ -22,6 +22,7 @@ from fusebridge.integrations.graph_builder import GraphBuilder
 
 # Imported for the converters they register.
 from fusebridge.integrations.paddle import (  # noqa: F401
+    activation_converters,
     grad_converters,
     lstm_converter,
     rnn_converters,

@@ -195,18 +195,7 @@ def _scalar(cx, value: float, like: ir.Value, name: str, what: str) -> ir.Value:
 
 
 # -- elementwise and activations ---------------------------------------------------------------
-def _unary(onnx_op: str) -> Callable:
-    def convert(cx, op: OpDesc) -> None:
-        out = _one(cx, op, "Out", outputs=True)
-        _out(cx, op, cx.add(onnx_op, [cx.value(_one(cx, op, "X"))], name=out))
-
-    return convert
-
-
-for _paddle_op, _onnx_op in (("relu", "Relu"), ("tanh", "Tanh"), ("sigmoid", "Sigmoid")):
-    converter(_paddle_op)(_unary(_onnx_op))
-
-
+# The activations: activation_converters.py.
 def elementwise_placement(cx, op: OpDesc) -> tuple[int, int, int]:
     """(k, rank of the placed operand, trailing ones it needs) for an elementwise op.
 

@@ -95,7 +95,11 @@ class _Op:
     attrs: dict[str, str] = field(default_factory=dict)
 
 
-_UNARY = ("relu", "tanh", "sigmoid", "gelu", "exp", "sqrt", "abs")
+# Activations: the same name and attributes in both forms, or renamed below.
+_UNARY = (
+    "relu", "tanh", "sigmoid", "gelu", "exp", "sqrt", "abs", "log", "silu", "swish", "softsign",
+    "square", "rsqrt", "relu6", "elu", "softplus",
+)  # fmt: skip
 _OPS: dict[str, _Op] = {
     "embedding": _Op("lookup_table_v2", ("Ids", "W")),
     "matmul": _Op(
@@ -136,6 +140,10 @@ _OPS: dict[str, _Op] = {
         ("Out", "DropoutState", "State", "Reserve"),
     ),
     **{name: _Op(name, ("X",)) for name in _UNARY},
+    "leaky_relu": _Op("leaky_relu", ("X",), attrs={"negative_slope": "alpha"}),
+    "hardsigmoid": _Op("hard_sigmoid", ("X",)),
+    "hardswish": _Op("hard_swish", ("X",)),
+    "mish": _Op("mish", ("X",), attrs={"lambda": "threshold"}),
 }
 
 
