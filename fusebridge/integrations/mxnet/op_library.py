@@ -18,25 +18,27 @@ See csrc/mxnet_ops.cc for the exact contracts. `register` is fusebridge.integrat
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from fusebridge.errors import ExecutionError
+from fusebridge.integrations.kernels_library import (
+    KERNEL_HEADERS,
+    KernelsLibrary,
+    build_key,
+    cache_root,
+    compiler_for,
+    installed_kernels,
+)
 
 LIBRARY_NAME = "libfusebridge_mxnet.so"
 _KEY_NAME = "libfusebridge_mxnet.key"
 _GLUE = Path(__file__).resolve().parent / "csrc" / "mxnet_ops.cc"
-_KERNEL_HEADERS = Path(__file__).resolve().parents[2] / "kernels" / "csrc"
-# Written by CMake (CMakeLists.txt) beside the kernels library it installs.
-_MANIFEST_NAME = "fusebridge_kernels.json"
 # Only lib_api's C entry points leave the library: our copy of the kernels must not bind to (or
 # be bound by) the same symbols in fusebridge.kernels._C or another MXNet library.
 _EXPORTS = "{ global: _op*; _part*; _pass*; _msg*; initialize; local: *; };\n"
@@ -45,44 +47,6 @@ _BUILD_ESTIMATE = "about 10 s"
 
 _lock = threading.Lock()
 _loaded: Path | None = None
-
-
-@dataclass(frozen=True)
-class KernelsLibrary:
-    """The kernels as CMake compiled them for _C: the static library installed beside _C
-    (fusebridge/kernels/lib), and the flags from CMake's manifest that code linking it compiles
-    and links with."""
-
-    archive: Path
-    manifest: Path
-    compiler: str
-    compile_flags: tuple[str, ...]
-    link_flags: tuple[str, ...]
-
-
-def installed_kernels() -> KernelsLibrary:
-    """The kernels library that the imported fusebridge.kernels._C was built with."""
-    from fusebridge.kernels import core
-
-    manifest = Path(core._C.__file__).resolve().parent / "lib" / _MANIFEST_NAME
-    try:
-        spec = json.loads(manifest.read_text())
-        archive = manifest.parent / spec["library"]
-        flags = tuple(spec["compile_flags"]), tuple(spec["link_flags"])
-        compiler = spec["compiler"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ExecutionError(
-            f"fusebridge: the compiled kernels' manifest {manifest} is missing or unreadable "
-            f"({exc}); `pip install` puts it and the kernels library beside "
-            "fusebridge.kernels._C, in fusebridge/kernels/lib: reinstall fusebridge (or, "
-            "where a built _C was copied into a source tree, copy that lib folder beside it)"
-        ) from exc
-    if not archive.is_file():
-        raise ExecutionError(
-            f"fusebridge: the compiled kernels library {archive} named by {manifest} is "
-            "missing; reinstall fusebridge"
-        )
-    return KernelsLibrary(archive, manifest, compiler, *flags)
 
 
 def _mxnet_files(mx: object) -> tuple[Path, Path]:
@@ -102,29 +66,16 @@ def _build_key(mx: object, lib_api_cc: Path, include: Path, kernels: KernelsLibr
     headers and flags, MXNet's lib_api), so a changed input or MXNet rebuilds."""
     import scipy_openblas32
 
-    h = hashlib.sha256()
-    files = [_GLUE, *sorted(_KERNEL_HEADERS.glob("*.hpp")), kernels.archive, kernels.manifest]
+    files = [_GLUE, *sorted(KERNEL_HEADERS.glob("*.hpp")), kernels.archive, kernels.manifest]
     files += [include / "mxnet" / "lib_api.h", lib_api_cc]
-    for f in files:
-        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
     blas = [scipy_openblas32.get_lib_dir(), scipy_openblas32.get_library()]
-    meta = [mx.__version__, _compiler(kernels), _EXPORTS, *blas]
-    h.update("\0".join(meta).encode())
-    return h.hexdigest()[:16]
-
-
-def _compiler(kernels: KernelsLibrary) -> str:
-    """$CXX, else the compiler CMake built the kernels with where it exists here, else g++."""
-    if "CXX" in os.environ:
-        return os.environ["CXX"]
-    return kernels.compiler if Path(kernels.compiler).is_file() else "g++"
+    return build_key(files, [mx.__version__, compiler_for(kernels), _EXPORTS, *blas])
 
 
 def _default_dir(key: str) -> Path:
     import fusebridge
 
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fusebridge"
-    return root / f"mxnet-{fusebridge.__version__}-{key}"
+    return cache_root() / f"mxnet-{fusebridge.__version__}-{key}"
 
 
 def _run(cmd: list[str]) -> str | None:
@@ -145,8 +96,8 @@ def _build(target: Path, include: Path, lib_api_cc: Path, kernels: KernelsLibrar
     import scipy_openblas32
 
     blas_lib = scipy_openblas32.get_lib_dir()
-    cxx = _compiler(kernels)
-    includes = [f"-I{include}", f"-I{_KERNEL_HEADERS}"]
+    cxx = compiler_for(kernels)
+    includes = [f"-I{include}", f"-I{KERNEL_HEADERS}"]
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
         work = Path(tmp)
         jobs = []

@@ -40,11 +40,13 @@
 #include <vector>
 
 #include "dropout.hpp"
+#include "glue.hpp"
 #include "gru.hpp"
 #include "mxnet/lib_api.h"
 #include "runtime.hpp"
 
 namespace fb = fusebridge;
+namespace glue = fusebridge::glue;
 using mxnet::ext::MX_FAIL;
 using mxnet::ext::MX_SUCCESS;
 using mxnet::ext::MXReturnValue;
@@ -55,7 +57,8 @@ namespace {
 
 using Attrs = std::unordered_map<std::string, std::string>;
 using Shapes = std::vector<std::vector<unsigned int>>;
-using Dims = std::vector<int64_t>;
+using glue::Dims;
+using glue::str;
 
 constexpr const char* kDropout = "fusebridge_dropout";
 constexpr const char* kGru = "fusebridge_fusion_gru";
@@ -101,15 +104,6 @@ MXReturnValue guarded(const char* op, F&& body) {
         MX_ERROR_MSG << op << ": unknown C++ exception";
     }
     return MX_FAIL;
-}
-
-template <class T>
-std::string str(const std::vector<T>& v) {
-    std::ostringstream s;
-    s << "[";
-    for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
-    s << "]";
-    return s.str();
 }
 
 // ---------------------------------------------------------------- attributes
@@ -307,35 +301,11 @@ DropoutParams dropout_params(const Attrs& attrs) {
     return d;
 }
 
-// x's shape with 1 on every (shared) axis in `axes`.
-Dims mask_shape(const Dims& shape, const Dims& axes) {
-    const int64_t nd = int64_t(shape.size());
-    Dims mask = shape;
-    std::vector<bool> seen(size_t(nd), false);
-    for (int64_t a : axes) {
-        if (a < -nd || a >= nd)
-            throw OpError("attr 'axes' " + str(axes) + ": axis " + std::to_string(a) +
-                          " is out of range for x of rank " + std::to_string(nd));
-        const int64_t k = a < 0 ? a + nd : a;
-        if (seen[size_t(k)])
-            throw OpError("attr 'axes' " + str(axes) + " repeats axis " + std::to_string(a));
-        seen[size_t(k)] = true;
-        mask[size_t(k)] = 1;
-    }
-    return mask;
-}
-
 fb::DropoutPrimitive dropout_primitive(const DropoutParams& d, const Dims& shape) {
     const Dims start(shape.size(), 0);
-    return fb::DropoutPrimitive(fb::DropoutDesc{shape, shape, start, mask_shape(shape, d.axes),
+    return fb::DropoutPrimitive(fb::DropoutDesc{shape, shape, start, glue::dropout_mask_shape(shape, d.axes),
                                                 fb::DType::f32, d.p, d.mode, !d.is_test, g_isa,
                                                 kStreamMinBytes});
-}
-
-int64_t mask_bytes(const Dims& mask) {
-    int64_t n = 1;
-    for (int64_t v : mask) n *= v;
-    return (n + 7) / 8;
 }
 
 MXReturnValue dropout_parse(const Attrs& attrs, int* num_in, int* num_out) {
@@ -363,7 +333,7 @@ MXReturnValue dropout_shape(const Attrs& attrs, Shapes* in, Shapes* out) {
         const DropoutParams d = dropout_params(attrs);
         const Dims x = known_dims((*in)[0], "x");
         (*out)[0] = (*in)[0];
-        (*out)[1] = to_shape({mask_bytes(mask_shape(x, d.axes))});
+        (*out)[1] = to_shape({glue::packed_bytes(glue::dropout_mask_shape(x, d.axes))});
     });
 }
 
@@ -409,10 +379,8 @@ MXReturnValue dropout_backward(const Attrs& attrs, std::vector<MXTensor>* in,
 
 // ---------------------------------------------------------------- fusion GRU
 
-struct GruParams {
-    int directions;
-    bool reverse, ntc, lbr, origin, has_h0;
-    fb::GruAct act, gate;
+struct GruParams : glue::GruConfig {
+    bool has_h0 = false;
 };
 
 fb::GruAct activation(const std::string& name) {
@@ -440,40 +408,6 @@ GruParams gru_params(const Attrs& attrs) {
     return g;
 }
 
-const char* const kGruInputs[] = {"x", "seq_lens", "wx", "wh", "bias", "bias_h", "h0"};
-
-struct GruDims {
-    int64_t t, n, ic, oc, d;
-};
-
-// Checks every input's shape against x's and wh's; returns the sizes.
-GruDims gru_dims(const GruParams& g, const std::vector<Dims>& in) {
-    const Dims &x = in[0], &wh = in[3];
-    if (x.size() != 3)
-        throw OpError(std::string("input 'x' must be 3-D ") +
-                      (g.ntc ? "[N, T, IC]" : "[T, N, IC]") + " (layout " +
-                      (g.ntc ? "ntc" : "tnc") + "), got " + str(x));
-    const int64_t d = g.directions;
-    if (wh.size() != 3 || wh[0] != d || wh[2] != 3 * wh[1])
-        throw OpError("input 'wh' must be [D, OC, 3*OC] with D = " + std::to_string(d) +
-                      " for direction " + (d == 2 ? "bidirectional" : "forward/reverse") +
-                      ", got " + str(wh));
-    const GruDims m{g.ntc ? x[1] : x[0], g.ntc ? x[0] : x[1], x[2], wh[1], d};
-    const int64_t oc = m.oc;
-    const std::vector<Dims> expected = {x,          {m.n},       {d, m.ic, 3 * oc}, wh,
-                                        {d, 3 * oc}, {d, 3 * oc}, {d, m.n, oc}};
-    for (size_t i = 1; i < in.size(); ++i)
-        if (in[i] != expected[i])
-            throw OpError(std::string("input '") + kGruInputs[i] + "' must have shape " +
-                          str(expected[i]) + " for x " + str(x) + " and wh " + str(wh) +
-                          ", got " + str(in[i]));
-    return m;
-}
-
-Dims gru_y_shape(const GruParams& g, const GruDims& m) {
-    return g.ntc ? Dims{m.n, m.t, m.d * m.oc} : Dims{m.t, m.n, m.d * m.oc};
-}
-
 MXReturnValue gru_parse(const Attrs& attrs, int* num_in, int* num_out) {
     return guarded(kGru, [&] {
         *num_in = gru_params(attrs).has_h0 ? 7 : 6;
@@ -492,7 +426,7 @@ MXReturnValue gru_type(const Attrs& attrs, std::vector<int>* in, std::vector<int
                             (i == 1 && (t == mxnet::ext::kFloat64 || t == mxnet::ext::kInt32 ||
                                         t == mxnet::ext::kInt64));
             if (!ok)
-                throw OpError(std::string("input '") + kGruInputs[i] + "' must be float32" +
+                throw OpError(std::string("input '") + glue::kGruInputs[i] + "' must be float32" +
                               (i == 1 ? ", float64, int32 or int64" : "") + ", got " +
                               dtype_name(t));
         }
@@ -505,8 +439,8 @@ MXReturnValue gru_shape(const Attrs& attrs, Shapes* in, Shapes* out) {
         const GruParams g = gru_params(attrs);
         std::vector<Dims> dims;
         for (size_t i = 0; i < in->size(); ++i)
-            dims.push_back(known_dims((*in)[i], kGruInputs[i]));
-        (*out)[0] = to_shape(gru_y_shape(g, gru_dims(g, dims)));
+            dims.push_back(known_dims((*in)[i], glue::kGruInputs[i]));
+        (*out)[0] = to_shape(glue::gru_y_shape(g, glue::gru_dims(g, dims)));
     });
 }
 
@@ -523,45 +457,9 @@ std::vector<int64_t> read_lens(const MXTensor& s, int64_t steps) {
             case mxnet::ext::kInt64: v = double(static_cast<const int64_t*>(s.data_ptr)[i]); break;
             default: throw OpError(std::string("input 'seq_lens' has type ") + dtype_name(s.dtype));
         }
-        if (!(v >= 0 && v <= double(steps)) || v != std::floor(v)) {
-            std::ostringstream msg;
-            msg << "input 'seq_lens' must hold whole numbers in [0, " << steps
-                << "] (the padded length T), got " << v << " at index " << i;
-            throw OpError(msg.str());
-        }
-        lens[size_t(i)] = int64_t(v);
+        lens[size_t(i)] = glue::gru_length(v, steps, i);
     }
     return lens;
-}
-
-// The kernel's packed weights (GRUWeights in fusebridge/kernels/gru_weights.py) from the
-// canonical ones: wx and wh in blocks of 16 hidden units [D, OCp/16, K, 3, 16];
-// bias_x [D, 3, OCp] = bias + the recurrent update/reset bias; bias_hc [D, OCp].
-struct PackedGru {
-    std::vector<float> wx, wh, bx, bhc;
-};
-
-PackedGru pack(const GruDims& m, const float* wx, const float* wh, const float* b,
-               const float* bh) {
-    const int64_t D = m.d, IC = m.ic, OC = m.oc, G3 = 3 * OC;
-    const int64_t B = fb::kGruBlock, OCp = (OC + B - 1) / B * B;
-    PackedGru p;
-    p.wx.resize(size_t(D * OCp * IC * 3));
-    fb::pack_gru_blocks(wx, D, IC, OC, p.wx.data());
-    p.wh.resize(size_t(D * OCp * OC * 3));
-    fb::pack_gru_blocks(wh, D, OC, OC, p.wh.data());
-    p.bx.assign(size_t(D * 3 * OCp), 0.0f);
-    p.bhc.assign(size_t(D * OCp), 0.0f);
-    for (int64_t d = 0; d < D; ++d)
-        for (int64_t gate = 0; gate < 3; ++gate)
-            for (int64_t u = 0; u < OC; ++u) {
-                const float bxv = b[d * G3 + gate * OC + u], bhv = bh[d * G3 + gate * OC + u];
-                // update and reset add their recurrent bias; the candidate's stays apart,
-                // inside r * (...) with linear_before_reset.
-                p.bx[size_t((d * 3 + gate) * OCp + u)] = gate < 2 ? bxv + bhv : bxv;
-                if (gate == 2) p.bhc[size_t(d * OCp + u)] = bhv;
-            }
-    return p;
 }
 
 MXReturnValue gru_forward(const Attrs& attrs, std::vector<MXTensor>* in,
@@ -574,24 +472,23 @@ MXReturnValue gru_forward(const Attrs& attrs, std::vector<MXTensor>* in,
             throw OpError("expects " + std::to_string(nin) + " inputs and 1 output");
         std::vector<Dims> dims;
         for (const MXTensor& t : *in) dims.push_back(t.shape);
-        const GruDims m = gru_dims(g, dims);
+        const glue::GruDims m = glue::gru_dims(g, dims);
         for (size_t i = 0; i < nin; ++i)
             if (i != 1 && (*in)[i].dtype != mxnet::ext::kFloat32)
-                throw OpError(std::string("input '") + kGruInputs[i] + "' must be float32");
+                throw OpError(std::string("input '") + glue::kGruInputs[i] + "' must be float32");
         MXTensor& y = (*out)[0];
-        const Dims y_shape = gru_y_shape(g, m);
+        const Dims y_shape = glue::gru_y_shape(g, m);
         if (y.dtype != mxnet::ext::kFloat32 || y.shape != y_shape)
             throw OpError("output 'y' must be float32 " + str(y_shape) + ", got " + str(y.shape));
 
         const std::vector<int64_t> lens = read_lens((*in)[1], m.t);
-        const PackedGru w = pack(m, (*in)[2].data<float>(), (*in)[3].data<float>(),
+        const glue::PackedGru w = glue::pack_gru(m, (*in)[2].data<float>(), (*in)[3].data<float>(),
                                  (*in)[4].data<float>(), (*in)[5].data<float>());
         const fb::GruPrimitive prim(fb::GruDesc{
             g.ntc ? fb::SeqLayout::ntc : fb::SeqLayout::tnc, m.ic, m.oc, g.directions,
             g.reverse, g.lbr, g.origin, g.act, g.gate, /*projection=*/true, g_isa});
         const fb::GruPlan& plan = prim.plan(lens.data(), int64_t(lens.size()), m.t);
-        const fb::GruWeightsView view{w.wx.data(), w.wh.data(), w.bx.data(), w.bhc.data()};
-        prim.forward(plan, (*in)[0].data<float>(), view,
+        prim.forward(plan, (*in)[0].data<float>(), w.view(),
                      g.has_h0 ? (*in)[6].data<float>() : nullptr, y.data<float>(), nullptr);
     });
 }

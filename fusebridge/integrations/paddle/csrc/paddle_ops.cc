@@ -1,0 +1,396 @@
+// fusebridge's kernels as Paddle custom operators (paddle/extension.h: PD_BUILD_OP), built by
+// op_library.py with paddle.utils.cpp_extension from this file alone, linked with the kernels
+// library CMake compiled for fusebridge.kernels._C. They run in dygraph, in static programs and
+// in Paddle Inference.
+//
+//   fusebridge_dropout(X, Key; p, mode, is_test, axes, save_mask) -> (Out, Mask)
+//     X float32 of any shape; Key int64 [2] = (seed, offset) as uint64 bits: the bits of
+//     fusebridge.kernels.dropout for that seed and offset (docs/dropout.md), shared over
+//     `axes`. Mask uint8 [ceil(mask elements / 8)] (bit i of the mask shape in byte i / 8,
+//     LSB first), or [0] with save_mask false: the grad then regenerates the bits from Key.
+//     Grad: X@GRAD = Out@GRAD * keep * scale.
+//   fusebridge_softmax_dropout(X, Key; p, mode, is_test, axis, save_mask) -> (Out, Mask)
+//     dropout(softmax(X, axis)) in one pass, bit-identical to softmax then fusebridge_dropout;
+//     Mask as above (the output's shape). Grad from X (the probabilities are recomputed, not
+//     stored) and Mask, or Key with save_mask false.
+//   fusebridge_fusion_gru(X, SeqLens, Wx, Wh, Bias, BiasH[, H0]; direction, layout,
+//                         linear_before_reset, origin_mode, activation, gate_activation) -> Y
+//     fusebridge.kernels.fusion_gru over right-padded input, forward only. Weights are
+//     canonical (gates update, reset, candidate): Wx [D, IC, 3*OC], Wh [D, OC, 3*OC], Bias and
+//     BiasH [D, 3*OC], H0 [D, N, OC]; X [T, N, IC] (tnc) or [N, T, IC] (ntc); SeqLens int32 or
+//     int64 [N]. Y has D*OC columns in X's layout, zero at padding.
+//
+// Errors are Paddle errors (PD_THROW) naming the op and the input or attribute.
+
+#include <omp.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dropout.hpp"
+#include "fused_dropout.hpp"
+#include "glue.hpp"
+#include "gru.hpp"
+#include "isa.hpp"
+#include "paddle/extension.h"
+#include "runtime.hpp"
+
+namespace fb = fusebridge;
+namespace glue = fusebridge::glue;
+using glue::Dims;
+
+namespace {
+
+constexpr const char* kDropout = "fusebridge_dropout";
+constexpr const char* kSoftmax = "fusebridge_softmax_dropout";
+constexpr const char* kGru = "fusebridge_fusion_gru";
+// Same as fusebridge.kernels.dropout: outputs this large use non-temporal stores. It changes
+// how y is written, never what.
+constexpr int64_t kStreamMinBytes = int64_t(8) << 20;
+
+// The instruction set (FUSEBRIDGE_ISA may lower it, as for fusebridge.kernels) and the thread
+// count, set once: OpenBLAS's pool parks at one thread, GEMMs run on our OpenMP threads.
+fb::Isa isa() {
+    static std::once_flag once;
+    static fb::Isa chosen = fb::Isa::scalar;
+    static std::string error;
+    std::call_once(once, [] {
+        const fb::Isa best = fb::best_isa();
+        chosen = best;
+        if (const char* want = std::getenv("FUSEBRIDGE_ISA")) {
+            bool found = false;
+            for (fb::Isa i : {fb::Isa::scalar, fb::Isa::avx2, fb::Isa::avx512})
+                if (std::string(want) == fb::isa_name(i) && int(i) <= int(best)) {
+                    chosen = i;
+                    found = true;
+                }
+            if (!found)
+                error = std::string("FUSEBRIDGE_ISA='") + want +
+                        "' is not an instruction set this CPU runs (best: " +
+                        fb::isa_name(best) + ")";
+        }
+        fb::set_num_threads(omp_get_max_threads());
+    });
+    if (!error.empty()) PD_THROW("fusebridge: ", error);
+    return chosen;
+}
+
+// Runs `body`, re-raising a GlueError as a Paddle error that names the op.
+template <typename F>
+auto guarded(const char* op, F&& body) -> decltype(body()) {
+    try {
+        return body();
+    } catch (const glue::GlueError& e) {
+        PD_THROW(op, ": ", e.what());
+    } catch (const std::invalid_argument& e) {  // the kernels' own checks
+        PD_THROW(op, ": ", e.what());
+    }
+}
+
+void require(bool ok, const char* op, const std::string& what) {
+    if (!ok) PD_THROW(op, ": ", what);
+}
+
+void require_cpu_float(const paddle::Tensor& t, const char* op, const char* name) {
+    require(t.is_cpu(), op, std::string("input '") + name + "' must be on the CPU");
+    require(t.dtype() == paddle::DataType::FLOAT32, op,
+            std::string("input '") + name + "' must be float32, got " +
+                phi::DataTypeToString(t.dtype()));
+}
+
+// ---------------------------------------------------------------- dropout
+
+fb::DropoutMode dropout_mode(const std::string& mode) {
+    return glue::choice("mode", mode, {"upscale_in_train", "downgrade_in_infer"}) ==
+                   "upscale_in_train"
+               ? fb::DropoutMode::upscale_in_train
+               : fb::DropoutMode::downgrade_in_infer;
+}
+
+float probability(float p) {
+    if (!(p >= 0.0f && p <= 1.0f))
+        throw glue::GlueError("attr 'p' is " + std::to_string(p) + ", expected a value in [0, 1]");
+    return p;
+}
+
+Dims axes_of(const std::vector<int>& axes) { return Dims(axes.begin(), axes.end()); }
+
+fb::DropoutPrimitive dropout_primitive(const Dims& shape, float p, const std::string& mode,
+                                       bool is_test, const std::vector<int>& axes) {
+    const Dims start(shape.size(), 0);
+    return fb::DropoutPrimitive(fb::DropoutDesc{
+        shape, shape, start, glue::dropout_mask_shape(shape, axes_of(axes)), fb::DType::f32,
+        probability(p), dropout_mode(mode), !is_test, isa(), kStreamMinBytes});
+}
+
+// (seed, offset) from Key int64 [2].
+std::pair<uint64_t, uint64_t> key_of(const paddle::Tensor& key, const char* op) {
+    require(key.is_cpu() && key.dtype() == paddle::DataType::INT64 && key.numel() == 2, op,
+            "input 'Key' must be int64 [2] (seed, offset) on the CPU, got " +
+                phi::DataTypeToString(key.dtype()) + " " + glue::str(key.shape()));
+    const int64_t* k = key.data<int64_t>();
+    return {uint64_t(k[0]), uint64_t(k[1])};
+}
+
+std::vector<paddle::Tensor> dropout_forward(const paddle::Tensor& x, const paddle::Tensor& key,
+                                            float p, const std::string& mode, bool is_test,
+                                            const std::vector<int>& axes, bool save_mask) {
+    return guarded(kDropout, [&] {
+        require_cpu_float(x, kDropout, "X");
+        const auto [seed, offset] = key_of(key, kDropout);
+        const fb::DropoutPrimitive prim = dropout_primitive(x.shape(), p, mode, is_test, axes);
+        paddle::Tensor y = paddle::empty(x.shape(), x.dtype(), x.place());
+        const int64_t bytes = save_mask ? prim.mask_bytes() : 0;
+        paddle::Tensor mask = paddle::empty({bytes}, paddle::DataType::UINT8, x.place());
+        uint8_t* m = save_mask ? mask.data<uint8_t>() : nullptr;
+        // The kernel writes every mask bit but leaves the unused high bits of the last byte.
+        if (bytes > 0) m[bytes - 1] = 0;
+        prim.forward(x.data<float>(), y.data<float>(), m, seed, offset);
+        return std::vector<paddle::Tensor>{y, mask};
+    });
+}
+
+std::vector<paddle::Tensor> dropout_backward(const paddle::Tensor& key, const paddle::Tensor& mask,
+                                             const paddle::Tensor& dy, float p,
+                                             const std::string& mode, bool is_test,
+                                             const std::vector<int>& axes, bool save_mask) {
+    return guarded(kDropout, [&] {
+        require_cpu_float(dy, kDropout, "Out@GRAD");
+        const auto [seed, offset] = key_of(key, kDropout);
+        const fb::DropoutPrimitive prim = dropout_primitive(dy.shape(), p, mode, is_test, axes);
+        paddle::Tensor dx = paddle::empty(dy.shape(), dy.dtype(), dy.place());
+        if (save_mask) {
+            require(mask.dtype() == paddle::DataType::UINT8 && mask.numel() == prim.mask_bytes(),
+                    kDropout,
+                    "input 'Mask' must be uint8 [" + std::to_string(prim.mask_bytes()) +
+                        "], got " + glue::str(mask.shape()));
+            prim.apply_mask(dy.data<float>(), dx.data<float>(), mask.data<uint8_t>());
+        } else {
+            // dropout(dy) with the same bits is dy * keep * scale: the grad, without a mask.
+            prim.forward(dy.data<float>(), dx.data<float>(), nullptr, seed, offset);
+        }
+        return std::vector<paddle::Tensor>{dx};
+    });
+}
+
+std::vector<std::vector<int64_t>> dropout_shape(const std::vector<int64_t>& x,
+                                                const std::vector<int64_t>& /*key*/, float p,
+                                                const std::string& mode, bool /*is_test*/,
+                                                const std::vector<int>& axes, bool save_mask) {
+    return guarded(kDropout, [&] {
+        probability(p), dropout_mode(mode);
+        Dims mask = glue::dropout_mask_shape(x, axes_of(axes));
+        bool known = true;
+        for (int64_t d : mask) known = known && d >= 0;
+        const int64_t bytes = !save_mask ? 0 : known ? glue::packed_bytes(mask) : -1;
+        return std::vector<std::vector<int64_t>>{x, {bytes}};
+    });
+}
+
+std::vector<paddle::DataType> dropout_dtype(const paddle::DataType& x, const paddle::DataType&) {
+    return {x, paddle::DataType::UINT8};
+}
+
+// ---------------------------------------------------------------- softmax + dropout
+
+// `axis` of a tensor of rank `rank`, in [0, rank).
+int64_t softmax_axis(int axis, size_t rank) {
+    const int64_t r = int64_t(rank);
+    if (axis < -r || axis >= r)
+        throw glue::GlueError("attr 'axis' is " + std::to_string(axis) +
+                              ", out of range for x of rank " + std::to_string(r));
+    return axis < 0 ? axis + r : axis;
+}
+
+fb::SoftmaxDropoutPrimitive softmax_primitive(const Dims& shape, int axis, float p,
+                                              const std::string& mode, bool is_test) {
+    return fb::SoftmaxDropoutPrimitive(fb::SoftmaxDropoutDesc{
+        shape, softmax_axis(axis, shape.size()), shape, Dims(shape.size(), 0), probability(p),
+        dropout_mode(mode), !is_test, isa(), kStreamMinBytes});
+}
+
+std::vector<paddle::Tensor> softmax_forward(const paddle::Tensor& x, const paddle::Tensor& key,
+                                            float p, const std::string& mode, bool is_test,
+                                            int axis, bool save_mask) {
+    return guarded(kSoftmax, [&] {
+        require_cpu_float(x, kSoftmax, "X");
+        const auto [seed, offset] = key_of(key, kSoftmax);
+        const fb::SoftmaxDropoutPrimitive prim = softmax_primitive(x.shape(), axis, p, mode, is_test);
+        paddle::Tensor y = paddle::empty(x.shape(), x.dtype(), x.place());
+        const int64_t bytes = save_mask ? prim.mask_bytes() : 0;
+        paddle::Tensor mask = paddle::empty({bytes}, paddle::DataType::UINT8, x.place());
+        uint8_t* m = save_mask ? mask.data<uint8_t>() : nullptr;
+        if (bytes > 0) std::memset(m, 0, size_t(bytes));  // the fused kernels OR bits in
+        prim.forward(x.data<float>(), y.data<float>(), m, seed, offset);
+        return std::vector<paddle::Tensor>{y, mask};
+    });
+}
+
+std::vector<paddle::Tensor> softmax_backward(const paddle::Tensor& x, const paddle::Tensor& key,
+                                             const paddle::Tensor& mask, const paddle::Tensor& dy,
+                                             float p, const std::string& mode, bool is_test,
+                                             int axis, bool save_mask) {
+    return guarded(kSoftmax, [&] {
+        require_cpu_float(x, kSoftmax, "X");
+        require_cpu_float(dy, kSoftmax, "Out@GRAD");
+        const auto [seed, offset] = key_of(key, kSoftmax);
+        const fb::SoftmaxDropoutPrimitive prim = softmax_primitive(x.shape(), axis, p, mode, is_test);
+        const uint8_t* m = nullptr;
+        if (save_mask) {
+            require(mask.dtype() == paddle::DataType::UINT8 && mask.numel() == prim.mask_bytes(),
+                    kSoftmax,
+                    "input 'Mask' must be uint8 [" + std::to_string(prim.mask_bytes()) +
+                        "], got " + glue::str(mask.shape()));
+            m = mask.data<uint8_t>();
+        }
+        paddle::Tensor dx = paddle::empty(dy.shape(), dy.dtype(), dy.place());
+        prim.backward(dy.data<float>(), x.data<float>(), /*from_x=*/true, m, seed, offset,
+                      dx.data<float>());
+        return std::vector<paddle::Tensor>{dx};
+    });
+}
+
+std::vector<std::vector<int64_t>> softmax_shape(const std::vector<int64_t>& x,
+                                                const std::vector<int64_t>& /*key*/, float p,
+                                                const std::string& mode, bool /*is_test*/,
+                                                int axis, bool save_mask) {
+    return guarded(kSoftmax, [&] {
+        probability(p), dropout_mode(mode), softmax_axis(axis, x.size());
+        bool known = true;
+        for (int64_t d : x) known = known && d >= 0;
+        const int64_t bytes = !save_mask ? 0 : known ? glue::packed_bytes(x) : -1;
+        return std::vector<std::vector<int64_t>>{x, {bytes}};
+    });
+}
+
+// ---------------------------------------------------------------- fusion GRU
+
+glue::GruConfig gru_config(const std::string& direction, const std::string& layout, bool lbr,
+                           bool origin, const std::string& act, const std::string& gate) {
+    return glue::gru_config(direction, layout, lbr, origin, act, gate);
+}
+
+std::vector<int64_t> read_lens(const paddle::Tensor& s, int64_t steps) {
+    require(s.is_cpu(), kGru, "input 'seq_lens' must be on the CPU");
+    std::vector<int64_t> lens(size_t(s.numel()));
+    for (int64_t i = 0; i < s.numel(); ++i) {
+        double v;
+        if (s.dtype() == paddle::DataType::INT64)
+            v = double(s.data<int64_t>()[i]);
+        else if (s.dtype() == paddle::DataType::INT32)
+            v = s.data<int32_t>()[i];
+        else
+            throw glue::GlueError("input 'seq_lens' must be int32 or int64, got " +
+                                  phi::DataTypeToString(s.dtype()));
+        lens[size_t(i)] = glue::gru_length(v, steps, i);
+    }
+    return lens;
+}
+
+std::vector<paddle::Tensor> gru_forward(const paddle::Tensor& x, const paddle::Tensor& seq_lens,
+                                        const paddle::Tensor& wx, const paddle::Tensor& wh,
+                                        const paddle::Tensor& bias, const paddle::Tensor& bias_h,
+                                        const paddle::optional<paddle::Tensor>& h0,
+                                        const std::string& direction, const std::string& layout,
+                                        bool lbr, bool origin, const std::string& act,
+                                        const std::string& gate) {
+    return guarded(kGru, [&] {
+        const glue::GruConfig g = gru_config(direction, layout, lbr, origin, act, gate);
+        std::vector<Dims> dims = {x.shape(), seq_lens.shape(), wx.shape(), wh.shape(),
+                                  bias.shape(), bias_h.shape()};
+        if (h0) dims.push_back(h0->shape());
+        const glue::GruDims m = glue::gru_dims(g, dims);
+        const paddle::Tensor* floats[] = {&x, &wx, &wh, &bias, &bias_h};
+        const char* names[] = {"x", "wx", "wh", "bias", "bias_h"};
+        for (int i = 0; i < 5; ++i) require_cpu_float(*floats[i], kGru, names[i]);
+        if (h0) require_cpu_float(*h0, kGru, "h0");
+        const std::vector<int64_t> lens = read_lens(seq_lens, m.t);
+        const glue::PackedGru w = glue::pack_gru(m, wx.data<float>(), wh.data<float>(),
+                                                 bias.data<float>(), bias_h.data<float>());
+        const fb::GruPrimitive prim(fb::GruDesc{g.ntc ? fb::SeqLayout::ntc : fb::SeqLayout::tnc,
+                                                m.ic, m.oc, g.directions, g.reverse, g.lbr,
+                                                g.origin, g.act, g.gate, /*projection=*/true,
+                                                isa()});
+        const fb::GruPlan& plan = prim.plan(lens.data(), int64_t(lens.size()), m.t);
+        paddle::Tensor y = paddle::empty(glue::gru_y_shape(g, m), x.dtype(), x.place());
+        prim.forward(plan, x.data<float>(), w.view(), h0 ? h0->data<float>() : nullptr,
+                     y.data<float>(), nullptr);
+        return std::vector<paddle::Tensor>{y};
+    });
+}
+
+// Y's shape; every input's is checked when the op runs (in static programs some are -1 here).
+std::vector<std::vector<int64_t>> gru_shape(
+    const std::vector<int64_t>& x, const std::vector<int64_t>& /*seq_lens*/,
+    const std::vector<int64_t>& /*wx*/, const std::vector<int64_t>& wh,
+    const std::vector<int64_t>& /*bias*/, const std::vector<int64_t>& /*bias_h*/,
+    const paddle::optional<std::vector<int64_t>>& /*h0*/, const std::string& direction,
+    const std::string& layout, bool lbr, bool origin, const std::string& act,
+    const std::string& gate) {
+    return guarded(kGru, [&] {
+        const glue::GruConfig g = gru_config(direction, layout, lbr, origin, act, gate);
+        if (x.size() != 3 || wh.size() != 3)
+            throw glue::GlueError("inputs 'x' and 'wh' must be 3-D, got " + glue::str(x) +
+                                  " and " + glue::str(wh));
+        const int64_t t = g.ntc ? x[1] : x[0], n = g.ntc ? x[0] : x[1];
+        const Dims y = g.ntc ? Dims{n, t, g.directions * wh[1]} : Dims{t, n, g.directions * wh[1]};
+        return std::vector<std::vector<int64_t>>{y};
+    });
+}
+
+std::vector<paddle::DataType> gru_dtype(const paddle::DataType& x, const paddle::DataType&,
+                                        const paddle::DataType&, const paddle::DataType&,
+                                        const paddle::DataType&, const paddle::DataType&,
+                                        const paddle::optional<paddle::DataType>&) {
+    return {x};
+}
+
+}  // namespace
+
+#define FUSEBRIDGE_DROPOUT_ATTRS                                                   \
+    {"p: float", "mode: std::string", "is_test: bool", "axes: std::vector<int>", \
+     "save_mask: bool"}
+
+PD_BUILD_OP(fusebridge_dropout)
+    .Inputs({"X", "Key"})
+    .Outputs({"Out", "Mask"})
+    .Attrs(FUSEBRIDGE_DROPOUT_ATTRS)
+    .SetKernelFn(PD_KERNEL(dropout_forward))
+    .SetInferShapeFn(PD_INFER_SHAPE(dropout_shape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(dropout_dtype));
+
+PD_BUILD_GRAD_OP(fusebridge_dropout)
+    .Inputs({"Key", "Mask", paddle::Grad("Out")})
+    .Outputs({paddle::Grad("X")})
+    .Attrs(FUSEBRIDGE_DROPOUT_ATTRS)
+    .SetKernelFn(PD_KERNEL(dropout_backward));
+
+#define FUSEBRIDGE_SOFTMAX_DROPOUT_ATTRS                                                 \
+    {"p: float", "mode: std::string", "is_test: bool", "axis: int", "save_mask: bool"}
+
+PD_BUILD_OP(fusebridge_softmax_dropout)
+    .Inputs({"X", "Key"})
+    .Outputs({"Out", "Mask"})
+    .Attrs(FUSEBRIDGE_SOFTMAX_DROPOUT_ATTRS)
+    .SetKernelFn(PD_KERNEL(softmax_forward))
+    .SetInferShapeFn(PD_INFER_SHAPE(softmax_shape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(dropout_dtype));
+
+PD_BUILD_GRAD_OP(fusebridge_softmax_dropout)
+    .Inputs({"X", "Key", "Mask", paddle::Grad("Out")})
+    .Outputs({paddle::Grad("X")})
+    .Attrs(FUSEBRIDGE_SOFTMAX_DROPOUT_ATTRS)
+    .SetKernelFn(PD_KERNEL(softmax_backward));
+
+PD_BUILD_OP(fusebridge_fusion_gru)
+    .Inputs({"X", "SeqLens", "Wx", "Wh", "Bias", "BiasH", paddle::Optional("H0")})
+    .Outputs({"Y"})
+    .Attrs({"direction: std::string", "layout: std::string", "linear_before_reset: bool",
+            "origin_mode: bool", "activation: std::string", "gate_activation: std::string"})
+    .SetKernelFn(PD_KERNEL(gru_forward))
+    .SetInferShapeFn(PD_INFER_SHAPE(gru_shape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(gru_dtype));

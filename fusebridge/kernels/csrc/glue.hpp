@@ -1,0 +1,173 @@
+// What the framework glues (integrations/mxnet/csrc/mxnet_ops.cc, integrations/paddle/csrc/
+// paddle_ops.cc) share around the kernels, free of any framework: the dropout mask shape of
+// shared axes, the GRU's attributes, input shapes and packed weights. A bad value throws
+// GlueError, whose message names the input or attribute but not the op: each glue adds that
+// and raises it its framework's way.
+#pragma once
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gru.hpp"
+
+namespace fusebridge::glue {
+
+using Dims = std::vector<int64_t>;
+
+struct GlueError : std::invalid_argument {
+    using std::invalid_argument::invalid_argument;
+};
+
+inline std::string str(const Dims& d) {
+    std::ostringstream s;
+    s << "[";
+    for (size_t i = 0; i < d.size(); ++i) s << (i ? ", " : "") << d[i];
+    s << "]";
+    return s.str();
+}
+
+// `shape` with 1 on every (shared) axis of `axes`.
+inline Dims dropout_mask_shape(const Dims& shape, const Dims& axes) {
+    const int64_t nd = int64_t(shape.size());
+    Dims mask = shape;
+    std::vector<bool> seen(size_t(nd), false);
+    for (int64_t a : axes) {
+        if (a < -nd || a >= nd)
+            throw GlueError("attr 'axes' " + str(axes) + ": axis " + std::to_string(a) +
+                            " is out of range for x of rank " + std::to_string(nd));
+        const int64_t k = a < 0 ? a + nd : a;
+        if (seen[size_t(k)])
+            throw GlueError("attr 'axes' " + str(axes) + " repeats axis " + std::to_string(a));
+        seen[size_t(k)] = true;
+        mask[size_t(k)] = 1;
+    }
+    return mask;
+}
+
+// Bytes of a packed mask of this shape (bit i in byte i / 8, LSB first).
+inline int64_t packed_bytes(const Dims& mask) {
+    int64_t n = 1;
+    for (int64_t v : mask) n *= v;
+    return (n + 7) / 8;
+}
+
+// ---------------------------------------------------------------- fusion GRU
+
+struct GruConfig {
+    int directions = 1;
+    bool reverse = false, ntc = false, lbr = false, origin = true;
+    GruAct act = GruAct::tanh, gate = GruAct::sigmoid;
+};
+
+inline std::string choice(const std::string& attr, const std::string& value,
+                          std::initializer_list<const char*> allowed) {
+    std::string listed;
+    for (const char* a : allowed) {
+        if (value == a) return value;
+        listed += std::string(listed.empty() ? "" : ", ") + "'" + a + "'";
+    }
+    throw GlueError("attr '" + attr + "' is '" + value + "', expected one of " + listed);
+}
+
+inline GruAct gru_activation(const std::string& attr, const std::string& value) {
+    const std::string name = choice(attr, value, {"sigmoid", "tanh", "relu", "identity"});
+    if (name == "sigmoid") return GruAct::sigmoid;
+    if (name == "tanh") return GruAct::tanh;
+    if (name == "relu") return GruAct::relu;
+    return GruAct::identity;
+}
+
+inline GruConfig gru_config(const std::string& direction, const std::string& layout, bool lbr,
+                            bool origin, const std::string& activation,
+                            const std::string& gate_activation) {
+    GruConfig g;
+    const std::string dir = choice("direction", direction, {"forward", "reverse", "bidirectional"});
+    g.directions = dir == "bidirectional" ? 2 : 1;
+    g.reverse = dir == "reverse";
+    g.ntc = choice("layout", layout, {"tnc", "ntc"}) == "ntc";
+    g.lbr = lbr;
+    g.origin = origin;
+    g.act = gru_activation("activation", activation);
+    g.gate = gru_activation("gate_activation", gate_activation);
+    return g;
+}
+
+inline const char* const kGruInputs[] = {"x", "seq_lens", "wx", "wh", "bias", "bias_h", "h0"};
+
+struct GruDims {
+    int64_t t, n, ic, oc, d;
+};
+
+// Checks every input's shape (in kGruInputs' order, h0 optional) against x's and wh's.
+inline GruDims gru_dims(const GruConfig& g, const std::vector<Dims>& in) {
+    const Dims &x = in[0], &wh = in[3];
+    if (x.size() != 3)
+        throw GlueError(std::string("input 'x' must be 3-D ") +
+                        (g.ntc ? "[N, T, IC]" : "[T, N, IC]") + " (layout " +
+                        (g.ntc ? "ntc" : "tnc") + "), got " + str(x));
+    const int64_t d = g.directions;
+    if (wh.size() != 3 || wh[0] != d || wh[2] != 3 * wh[1])
+        throw GlueError("input 'wh' must be [D, OC, 3*OC] with D = " + std::to_string(d) +
+                        " for direction " + (d == 2 ? "bidirectional" : "forward/reverse") +
+                        ", got " + str(wh));
+    const GruDims m{g.ntc ? x[1] : x[0], g.ntc ? x[0] : x[1], x[2], wh[1], d};
+    const int64_t oc = m.oc;
+    const std::vector<Dims> expected = {x,          {m.n},       {d, m.ic, 3 * oc}, wh,
+                                        {d, 3 * oc}, {d, 3 * oc}, {d, m.n, oc}};
+    for (size_t i = 1; i < in.size(); ++i)
+        if (in[i] != expected[i])
+            throw GlueError(std::string("input '") + kGruInputs[i] + "' must have shape " +
+                            str(expected[i]) + " for x " + str(x) + " and wh " + str(wh) +
+                            ", got " + str(in[i]));
+    return m;
+}
+
+inline Dims gru_y_shape(const GruConfig& g, const GruDims& m) {
+    return g.ntc ? Dims{m.n, m.t, m.d * m.oc} : Dims{m.t, m.n, m.d * m.oc};
+}
+
+// A sentence length as the kernel takes it: a whole number in [0, steps].
+inline int64_t gru_length(double v, int64_t steps, int64_t index) {
+    if (!(v >= 0 && v <= double(steps)) || v != double(int64_t(v))) {
+        std::ostringstream msg;
+        msg << "input 'seq_lens' must hold whole numbers in [0, " << steps
+            << "] (the padded length T), got " << v << " at index " << index;
+        throw GlueError(msg.str());
+    }
+    return int64_t(v);
+}
+
+// The kernel's packed weights (GRUWeights in fusebridge/kernels/gru_weights.py) from the
+// canonical ones: wx and wh in blocks of 16 hidden units [D, OCp/16, K, 3, 16];
+// bias_x [D, 3, OCp] = bias + the recurrent update/reset bias; bias_hc [D, OCp].
+struct PackedGru {
+    std::vector<float> wx, wh, bx, bhc;
+    GruWeightsView view() const { return {wx.data(), wh.data(), bx.data(), bhc.data()}; }
+};
+
+inline PackedGru pack_gru(const GruDims& m, const float* wx, const float* wh, const float* b,
+                          const float* bh) {
+    const int64_t D = m.d, IC = m.ic, OC = m.oc, G3 = 3 * OC;
+    const int64_t B = kGruBlock, OCp = (OC + B - 1) / B * B;
+    PackedGru p;
+    p.wx.resize(size_t(D * OCp * IC * 3));
+    pack_gru_blocks(wx, D, IC, OC, p.wx.data());
+    p.wh.resize(size_t(D * OCp * OC * 3));
+    pack_gru_blocks(wh, D, OC, OC, p.wh.data());
+    p.bx.assign(size_t(D * 3 * OCp), 0.0f);
+    p.bhc.assign(size_t(D * OCp), 0.0f);
+    for (int64_t d = 0; d < D; ++d)
+        for (int64_t gate = 0; gate < 3; ++gate)
+            for (int64_t u = 0; u < OC; ++u) {
+                const float bxv = b[d * G3 + gate * OC + u], bhv = bh[d * G3 + gate * OC + u];
+                // update and reset add their recurrent bias; the candidate's stays apart,
+                // inside r * (...) with linear_before_reset.
+                p.bx[size_t((d * 3 + gate) * OCp + u)] = gate < 2 ? bxv + bhv : bxv;
+                if (gate == 2) p.bhc[size_t(d * OCp + u)] = bhv;
+            }
+    return p;
+}
+
+}  // namespace fusebridge::glue

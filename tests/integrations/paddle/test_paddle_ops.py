@@ -1,0 +1,264 @@
+"""fusebridge's kernels as Paddle custom operators (integrations/paddle/op_library.py): built
+once per test session into a temporary cache, run in dygraph and in a static program. The
+dropout's bits equal fusebridge.kernels.dropout's and the NumPy reference's (Philox, docs/
+dropout.md); its gradient is Paddle's autograd through the grad op; the GRU equals the NumPy
+reference GRU written from the formula. Errors are Paddle errors naming the op and the input
+or attribute."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from paddle_oracle import paddle_or_skip
+
+from fusebridge import kernels
+from fusebridge.kernels import reference
+
+pytestmark = pytest.mark.paddle
+
+
+@pytest.fixture(scope="module")
+def ops(tmp_path_factory):
+    paddle_or_skip()
+    from fusebridge.integrations.paddle import op_library
+
+    return op_library.register(tmp_path_factory.mktemp("paddle_ops"))
+
+
+def _key(seed: int, offset: int):
+    import paddle
+
+    return paddle.to_tensor(np.array([seed, offset], np.int64))
+
+
+DROPOUTS = [
+    # shape, p, axes, mode, seed, offset
+    ((3, 4, 5), 0.3, [], "upscale_in_train", 7, 0),
+    ((3, 4, 5), 0.5, [1], "upscale_in_train", 2**63 + 5, 1000),  # 64-bit seed
+    ((2, 7, 9), 0.1, [0, -1], "downgrade_in_infer", 11, 3),
+    ((1000,), 0.9, [], "upscale_in_train", 0, 2**40),
+    ((4, 6), 0.0, [], "upscale_in_train", 1, 0),
+    ((4, 6), 1.0, [], "upscale_in_train", 1, 0),
+]
+
+
+@pytest.mark.parametrize(("shape", "p", "axes", "mode", "seed", "offset"), DROPOUTS)
+def test_dropout_bits_and_grad_are_the_kernels(ops, shape, p, axes, mode, seed, offset):
+    import paddle
+
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    xt = paddle.to_tensor(x, stop_gradient=False)
+    key = _key(seed - 2**64 if seed >= 2**63 else seed, offset)  # int64 holds the bits
+    y, mask = ops.fusebridge_dropout(xt, key, p, mode, False, axes, True)
+    want, want_mask = kernels.dropout(
+        x, p, seed=seed, offset=offset, axes=axes, mode=mode, return_mask=True
+    )
+    np.testing.assert_array_equal(y.numpy(), want)
+    np.testing.assert_array_equal(mask.numpy(), want_mask)
+    # The independent oracle: Philox in NumPy, written from the paper and docs/dropout.md.
+    mask_shape = tuple(1 if k in {a % len(shape) for a in axes} else d for k, d in enumerate(shape))
+    ref, _ = reference.dropout(x, p, seed, offset, mask_shape, mode)
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-6, atol=0)
+    dy = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    (y * paddle.to_tensor(dy)).sum().backward()
+    grad = kernels.dropout_backward(dy, p, mask=want_mask, axes=axes, mode=mode)
+    np.testing.assert_array_equal(xt.grad.numpy(), grad)
+
+
+def test_without_a_mask_the_grad_is_recomputed_from_the_key(ops):
+    import paddle
+
+    x = np.random.default_rng(2).standard_normal((5, 64)).astype(np.float32)
+    xt = paddle.to_tensor(x, stop_gradient=False)
+    y, mask = ops.fusebridge_dropout(xt, _key(9, 4), 0.4, "upscale_in_train", False, [], False)
+    assert mask.shape == [0]
+    y.sum().backward()
+    want_mask = kernels.dropout(x, 0.4, seed=9, offset=4, return_mask=True)[1]
+    grad = kernels.dropout_backward(np.ones_like(x), 0.4, mask=want_mask)
+    np.testing.assert_array_equal(xt.grad.numpy(), grad)
+
+
+def test_is_test_keeps_everything(ops):
+    import paddle
+
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for mode, scale in (("upscale_in_train", 1.0), ("downgrade_in_infer", 0.75)):
+        y, _ = ops.fusebridge_dropout(paddle.to_tensor(x), _key(1, 0), 0.25, mode, True, [], True)
+        np.testing.assert_array_equal(y.numpy(), x * np.float32(scale))
+
+
+def test_dropout_in_a_static_program(ops):
+    import paddle
+
+    x = np.random.default_rng(3).standard_normal((6, 10)).astype(np.float32)
+    paddle.enable_static()
+    try:
+        main = paddle.static.Program()
+        with paddle.static.program_guard(main, paddle.static.Program()):
+            xv = paddle.static.data("x", [-1, 10], "float32")
+            kv = paddle.static.data("key", [2], "int64")
+            y, mask = ops.fusebridge_dropout(xv, kv, 0.5, "upscale_in_train", False, [0], True)
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        got, got_mask = exe.run(
+            main, feed={"x": x, "key": np.array([5, 6], np.int64)}, fetch_list=[y, mask]
+        )
+    finally:
+        paddle.disable_static()
+    want, want_mask = kernels.dropout(x, 0.5, seed=5, offset=6, axes=[0], return_mask=True)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got_mask, want_mask)
+
+
+GRUS = [
+    # direction, layout, linear_before_reset, origin_mode, activation, gate, h0
+    ("forward", "tnc", False, True, "tanh", "sigmoid", False),
+    ("reverse", "ntc", True, False, "relu", "sigmoid", True),
+    ("bidirectional", "tnc", True, True, "tanh", "sigmoid", True),
+    ("bidirectional", "ntc", False, False, "identity", "tanh", False),
+]
+
+
+@pytest.mark.parametrize(("direction", "layout", "lbr", "origin", "act", "gate", "h0"), GRUS)
+def test_fusion_gru_matches_the_reference(ops, direction, layout, lbr, origin, act, gate, h0):
+    import paddle
+
+    rng = np.random.default_rng(4)
+    t, n, ic, oc = 7, 4, 5, 6
+    d = 2 if direction == "bidirectional" else 1
+    lens = np.array([7, 0, 3, 5], np.int64)
+    x = rng.standard_normal((t, n, ic) if layout == "tnc" else (n, t, ic)).astype(np.float32)
+    wx = (rng.standard_normal((d, ic, 3 * oc)) * 0.4).astype(np.float32)
+    wh = (rng.standard_normal((d, oc, 3 * oc)) * 0.4).astype(np.float32)
+    b, bh = (rng.standard_normal((2, d, 3 * oc)) * 0.2).astype(np.float32)
+    h = rng.standard_normal((d, n, oc)).astype(np.float32) if h0 else None
+    attrs = dict(direction=direction, layout=layout, linear_before_reset=lbr, origin_mode=origin)
+    attrs |= dict(activation=act, gate_activation=gate)  # the op's attribute order
+    args = [paddle.to_tensor(a) for a in (x, lens, wx, wh, b, bh)]
+    h0_arg = None if h is None else paddle.to_tensor(h)
+    y = ops.fusebridge_fusion_gru(*args, h0_arg, *attrs.values())
+    want, _ = reference.gru(x, wx, wh, b, bias_h=bh, h0=h, seq_lens=lens, **attrs)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
+    ours = kernels.fusion_gru(x, wx, wh, b, bias_h=bh, h0=h, seq_lens=lens, **attrs)
+    np.testing.assert_array_equal(y.numpy(), ours)  # the same kernel, bit for bit
+
+
+def _gru_inputs(**changes):
+    import paddle
+
+    shapes = dict(x=(3, 2, 4), lens=(2,), wx=(1, 4, 15), wh=(1, 5, 15), b=(1, 15), bh=(1, 15))
+    shapes |= changes
+    arrays = [np.zeros(s, np.int64 if k == "lens" else np.float32) for k, s in shapes.items()]
+    return [paddle.to_tensor(a) for a in arrays]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda ops, x, k: ops.fusebridge_dropout(x, k, 0.5, "bogus", False, [], True),
+            r"fusebridge_dropout: attr 'mode' is 'bogus', expected one of 'upscale_in_train', "
+            r"'downgrade_in_infer'",
+        ),
+        (
+            lambda ops, x, k: ops.fusebridge_dropout(
+                x, k, 1.5, "upscale_in_train", False, [], True
+            ),
+            r"fusebridge_dropout: attr 'p' is 1.5\d*, expected a value in \[0, 1\]",
+        ),
+        (
+            lambda ops, x, k: ops.fusebridge_dropout(
+                x, k, 0.5, "upscale_in_train", False, [2], True
+            ),
+            r"fusebridge_dropout: attr 'axes' \[2\]: axis 2 is out of range for x of rank 2",
+        ),
+        (
+            lambda ops, x, k: ops.fusebridge_dropout(
+                x, k[:1], 0.5, "upscale_in_train", False, [], True
+            ),
+            r"fusebridge_dropout: input 'Key' must be int64 \[2\] \(seed, offset\)",
+        ),
+        (
+            lambda ops, x, k: ops.fusebridge_fusion_gru(
+                *_gru_inputs(wh=(1, 5, 14)), None, "forward", "tnc", False, True, "tanh", "sigmoid"
+            ),
+            r"fusebridge_fusion_gru: input 'wh' must be \[D, OC, 3\*OC\]",
+        ),
+        (
+            lambda ops, x, k: ops.fusebridge_fusion_gru(
+                *_gru_inputs(), None, "sideways", "tnc", False, True, "tanh", "sigmoid"
+            ),
+            r"fusebridge_fusion_gru: attr 'direction' is 'sideways'",
+        ),
+    ],
+)
+def test_bad_inputs_are_paddle_errors_naming_the_op(ops, call, message):
+    import paddle
+
+    x, key = paddle.ones([3, 4]), _key(1, 0)
+    with pytest.raises(OSError, match=message):
+        call(ops, x, key)
+
+
+def test_a_length_beyond_the_padding_is_named(ops):
+    import paddle
+
+    args = _gru_inputs()
+    args[1] = paddle.to_tensor(np.array([3, 4], np.int64))  # T = 3
+    with pytest.raises(OSError, match=r"input 'seq_lens' must hold whole numbers in \[0, 3\]"):
+        ops.fusebridge_fusion_gru(*args, None, "forward", "tnc", False, True, "tanh", "sigmoid")
+
+
+def test_register_is_once_per_process(ops, tmp_path):
+    from fusebridge.integrations.paddle import op_library
+
+    assert op_library.register(tmp_path / "elsewhere") is ops
+    assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.parametrize(
+    ("shape", "axis", "save_mask"), [((4, 9), -1, True), ((3, 5, 6), 1, False)]
+)
+def test_softmax_dropout_is_the_kernels_and_paddles_gradient(ops, shape, axis, save_mask):
+    import paddle
+    import paddle.nn.functional as F
+
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    dy = np.random.default_rng(6).standard_normal(shape).astype(np.float32)
+    xt = paddle.to_tensor(x, stop_gradient=False)
+    y, mask = ops.fusebridge_softmax_dropout(
+        xt, _key(3, 8), 0.4, "upscale_in_train", False, axis, save_mask
+    )
+    want, want_mask = kernels.softmax_dropout(x, 0.4, seed=3, offset=8, axis=axis, return_mask=True)
+    np.testing.assert_array_equal(y.numpy(), want)
+    assert mask.shape == ([want_mask.size] if save_mask else [0])
+    (y * paddle.to_tensor(dy)).sum().backward()
+    grad = kernels.softmax_dropout_backward(dy, 0.4, x=x, mask=want_mask, axis=axis)
+    np.testing.assert_array_equal(xt.grad.numpy(), grad)
+    # Paddle's own softmax and a multiply by the same keep mask: the same gradient.
+    keep = reference.unpack_mask(want_mask, shape)
+    xp = paddle.to_tensor(x, stop_gradient=False)
+    out = F.softmax(xp, axis=axis) * paddle.to_tensor(keep.astype(np.float32) / 0.6)
+    (out * paddle.to_tensor(dy)).sum().backward()
+    np.testing.assert_allclose(xt.grad.numpy(), xp.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_two_openmp_runtimes_in_one_process_give_the_kernels_bits(ops):
+    """Paddle brings Intel's OpenMP (libiomp5, for MKL and oneDNN), our kernels GNU's
+    (libgomp): both are loaded, each with its own pool. Paddle's threaded ops and ours,
+    interleaved, give the results each gives alone."""
+    import paddle
+
+    maps = open("/proc/self/maps").read()
+    assert "libiomp5" in maps and "libgomp" in maps
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((256, 256)).astype(np.float32)
+    x = rng.standard_normal((64, 300)).astype(np.float32)
+    want = kernels.dropout(x, 0.5, seed=1, offset=2)
+    want_mm = np.asarray(paddle.matmul(paddle.to_tensor(a), paddle.to_tensor(a)))
+    for _ in range(20):
+        mm = paddle.matmul(paddle.to_tensor(a), paddle.to_tensor(a))
+        y, _ = ops.fusebridge_dropout(
+            paddle.to_tensor(x), _key(1, 2), 0.5, "upscale_in_train", False, [], True
+        )
+        np.testing.assert_array_equal(y.numpy(), want)
+        np.testing.assert_array_equal(mm.numpy(), want_mm)
