@@ -16,7 +16,7 @@ import fusebridge as fb
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
 
 LAC_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "paddle_lstm" / "lac_lstm"
-LENGTHS = [3, 1, 7, 4]  # unequal, with a one-word sentence
+LENGTHS = [3, 1, 0, 7, 4]  # unequal, with a one-word and an empty sentence
 
 
 def _data(model) -> np.ndarray:

@@ -1,0 +1,190 @@
+"""The dygraph face of our ops (fusebridge.integrations.paddle.dropout / softmax_dropout): bits
+of fusebridge.kernels for the same explicit key, argument errors as fusebridge errors, and a
+small attention block trained with them: its loss goes down, and its gradients are those of
+Paddle's own ops (softmax, matmul, multiply) given the same keep masks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from paddle_oracle import paddle_or_skip
+
+import fusebridge.integrations.paddle as fbp
+from fusebridge import kernels, random
+from fusebridge.errors import ArgumentError, ArgumentTypeError
+from fusebridge.kernels import reference
+
+pytestmark = pytest.mark.paddle
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built(tmp_path_factory):
+    """The op library's cache folder (this process's ops come from the first one built)."""
+    paddle_or_skip()
+    cache = tmp_path_factory.mktemp("paddle_ops")
+    fbp.register(cache)
+    return cache
+
+
+def test_the_same_key_gives_the_kernels_bits():
+    import paddle
+
+    x = np.random.default_rng(0).standard_normal((8, 33)).astype(np.float32)
+    k1, k2 = random.split(random.key(42))
+    a = fbp.dropout(paddle.to_tensor(x), 0.3, key=k1)
+    np.testing.assert_array_equal(a.numpy(), kernels.dropout(x, 0.3, seed=k1.seed, offset=0))
+    np.testing.assert_array_equal(fbp.dropout(paddle.to_tensor(x), 0.3, key=k1).numpy(), a)
+    assert not np.array_equal(fbp.dropout(paddle.to_tensor(x), 0.3, key=k2).numpy(), a)
+    s = fbp.softmax_dropout(paddle.to_tensor(x), 0.3, key=random.Key(k1.seed, 7))
+    want = kernels.softmax_dropout(x, 0.3, seed=k1.seed, offset=7)
+    np.testing.assert_array_equal(s.numpy(), want)
+    eval_mode = fbp.dropout(paddle.to_tensor(x), 0.3, key=k1, training=False)
+    np.testing.assert_array_equal(eval_mode.numpy(), x)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda x: fbp.dropout(x, 0.5, key=7), ArgumentTypeError, "key must be a fusebridge"),
+        (lambda x: fbp.dropout(x, 1.5, key=random.key(1)), ArgumentError, r"p must lie in"),
+        (
+            lambda x: fbp.softmax_dropout(x, 0.5, key=random.key(1), mode="x"),
+            ArgumentError,
+            r"mode must be one of",
+        ),
+    ],
+)
+def test_bad_arguments_are_fusebridge_errors(call, error, message):
+    import paddle
+
+    with pytest.raises(error, match=message):
+        call(paddle.ones([2, 3]))
+
+
+D, T = 16, 10  # model width, sequence length
+
+
+def _block(paddle, seed: int):
+    """An attention block's weights (q, k, v, out projections), the same for every run."""
+    rng = np.random.default_rng(seed)
+    return [
+        paddle.to_tensor(
+            (rng.standard_normal((D, D)) * 0.3).astype(np.float32), stop_gradient=False
+        )
+        for _ in range(4)
+    ]
+
+
+def _forward(paddle, x, ws, drop, softmax_drop):
+    q, k, v = (paddle.matmul(x, w) for w in ws[:3])
+    scores = paddle.matmul(q, k, transpose_y=True) / np.float32(np.sqrt(D))
+    attn = softmax_drop(scores)
+    return drop(paddle.matmul(paddle.matmul(attn, v), ws[3]))
+
+
+def _masks(x_shape, scores_shape, key):
+    """The keep masks (scaled) our two dropouts draw for this key, as Paddle tensors' data."""
+    k_attn, k_out = random.split(key)
+    _, m_attn = kernels.softmax_dropout(
+        np.zeros(scores_shape, np.float32), 0.2, seed=k_attn.seed, return_mask=True
+    )
+    _, m_out = kernels.dropout(
+        np.zeros(x_shape, np.float32), 0.1, seed=k_out.seed, return_mask=True
+    )
+    attn = reference.unpack_mask(m_attn, scores_shape).astype(np.float32) / np.float32(0.8)
+    out = reference.unpack_mask(m_out, x_shape).astype(np.float32) / np.float32(0.9)
+    return attn, out
+
+
+def _ours(key):
+    k_attn, k_out = random.split(key)
+    return (
+        lambda t: fbp.dropout(t, 0.1, key=k_out, save_mask=False),
+        lambda t: fbp.softmax_dropout(t, 0.2, key=k_attn),
+    )
+
+
+def test_gradients_are_paddles_own_for_the_same_masks():
+    import paddle
+    import paddle.nn.functional as F
+
+    x = paddle.to_tensor(np.random.default_rng(1).standard_normal((2, T, D)).astype(np.float32))
+    key = random.key(9)
+    grads = []
+    for which in ("ours", "paddle"):
+        ws = _block(paddle, 3)
+        if which == "ours":
+            drop, softmax_drop = _ours(key)
+        else:
+            attn_mask, out_mask = _masks([2, T, D], [2, T, T], key)
+            drop = lambda t, m=out_mask: t * paddle.to_tensor(m)  # noqa: E731
+            softmax_drop = lambda t, m=attn_mask: F.softmax(t, -1) * paddle.to_tensor(m)  # noqa: E731
+        y = _forward(paddle, x, ws, drop, softmax_drop)
+        (y * y).mean().backward()
+        grads.append([w.grad.numpy() for w in ws])
+    for ours, theirs in zip(*grads):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-6)
+
+
+def test_a_small_training_loop_learns():
+    import paddle
+
+    rng = np.random.default_rng(2)
+    x = paddle.to_tensor(rng.standard_normal((8, T, D)).astype(np.float32))
+    target = paddle.to_tensor(rng.standard_normal((8, T, D)).astype(np.float32) * 0.5)
+    ws = _block(paddle, 4)
+    opt = paddle.optimizer.Adam(learning_rate=0.02, parameters=ws)
+    keys = random.split(random.key(0), 60)
+    losses = []
+    for step_key in keys:
+        drop, softmax_drop = _ours(step_key)
+        loss = ((_forward(paddle, x, ws, drop, softmax_drop) - target) ** 2).mean()
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        losses.append(float(loss))
+    assert np.mean(losses[-10:]) < 0.8 * np.mean(losses[:10]), losses
+
+
+_PEAK_RSS = """
+import resource, sys
+import numpy as np, paddle
+import paddle.nn.functional as F
+import fusebridge.integrations.paddle as fbp
+from fusebridge import random
+
+fbp.register(sys.argv[2])
+which = sys.argv[1]
+x = paddle.to_tensor(np.ones(1 << 22, np.float32), stop_gradient=False)  # 16 MiB
+drops = {
+    "paddle": lambda h, i: F.dropout(h, 0.1),
+    "mask": lambda h, i: fbp.dropout(h, 0.1, key=random.Key(1, i << 40)),
+    "recompute": lambda h, i: fbp.dropout(h, 0.1, key=random.Key(1, i << 40), save_mask=False),
+}
+
+def step():
+    h = x
+    for i in range(8):  # what each dropout keeps for its backward lives until backward()
+        h = drops[which](h * 1.0001, i)
+    h.sum().backward()
+    x.clear_grad()
+
+step()  # warm: allocator pools, op caches
+step()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+
+
+def test_our_masks_take_less_memory_than_paddles(built):
+    """A training step with 8 dropouts of 4 Mi elements: Paddle keeps a byte a element for each
+    backward (32 MiB), ours a bit (4 MiB) or, recomputing from the key, nothing. Peak RSS of
+    a process each, MiB."""
+    from python_under_test import run_python
+
+    peaks = {}
+    for which in ("paddle", "mask", "recompute"):
+        done = run_python(_PEAK_RSS, which, str(built), timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        peaks[which] = int(done.stdout.split()[-1])
+    assert peaks["mask"] <= peaks["paddle"] - 16, peaks
+    assert peaks["recompute"] <= peaks["mask"] + 2, peaks
