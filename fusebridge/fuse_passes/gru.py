@@ -273,22 +273,8 @@ class _ProjectionIntoFusionGRU(FusionRule):
             )
         if wx is None:
             return self.refuse(gru, "the GRU's Wx is not a constant")
-        d, ic, oc3 = wx.reshape(-1, wx.shape[-2], wx.shape[-1]).shape
-        if w1.shape[1] != ic:
-            return self.refuse(gru, f"the projection gives {w1.shape[1]} columns, Wx takes {ic}")
-        k = w1.shape[0]
-        if k * d * oc3 > k * ic + d * ic * oc3:
-            return self.refuse(
-                gru,
-                f"folding would raise the projection from {k * ic + d * ic * oc3} to "
-                f"{k * d * oc3} multiply-adds per word ({k} inputs, {ic} GRU inputs)",
-            )
-        reason = self.second_consumer(projected, "projection output")
-        if fc_out is not None:
-            reason = reason or self.second_consumer(fc_out, "projection output (after the bias)")
-            bias = self.constant(b)
-            if bias is None or bias.size != ic:
-                return self.refuse(gru, f"the bias {b.name!r} is not a constant of {ic} values")
+        weights = wx.reshape(-1, wx.shape[-2], wx.shape[-1]).shape
+        reason = self.projection_refusal(w1, weights, ("Wx", "GRU"), projected, b, fc_out)
         if reason:
             return self.refuse(gru, reason)
         if inputs["B"] is not None and self.constant(inputs["B"]) is None:

@@ -39,21 +39,7 @@ class _ProjectionIntoLSTM(FusionRule):
         if padded.producer().attributes.get_string("layout", "tnc") != "tnc":
             return self.refuse(lstm, "LoDToPadded is not time-major (tnc)")
         d, gates, ic = wl.shape
-        k = w1.shape[0]
-        if w1.shape[1] != ic:
-            return self.refuse(lstm, f"the projection gives {w1.shape[1]} columns, W takes {ic}")
-        if k * d * gates > k * ic + d * ic * gates:
-            return self.refuse(
-                lstm,
-                f"folding would raise the projection from {k * ic + d * ic * gates} to "
-                f"{k * d * gates} multiply-adds per word ({k} inputs, {ic} LSTM inputs)",
-            )
-        reason = self.second_consumer(projected, "projection output")
-        if fc_out is not None:
-            reason = reason or self.second_consumer(fc_out, "projection output (after the bias)")
-            bias = self.constant(b)
-            if bias is None or bias.size != ic:
-                return self.refuse(lstm, f"the bias {b.name!r} is not a constant of {ic} values")
+        reason = self.projection_refusal(w1, (d, ic, gates), ("W", "LSTM"), projected, b, fc_out)
         reason = reason or self.second_consumer(padded, "padded projection")
         if reason:
             return self.refuse(lstm, reason)

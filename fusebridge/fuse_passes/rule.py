@@ -69,6 +69,29 @@ class FusionRule(pattern.RewriteRuleClassBase):
             return None
         return value.const_value.numpy()
 
+    def projection_refusal(
+        self, w1: np.ndarray, weights: tuple[int, int, int], names: tuple[str, str], projected,
+        b=None, fc_out=None,
+    ) -> str | None:  # fmt: skip
+        """Why MatMul(x, w1) [+ b] cannot fold into a recurrence's input weights of
+        `weights` = (directions, inputs, gate columns), or None. names: (the weight, the op)."""
+        d, ic, gates = weights
+        k = w1.shape[0]
+        if w1.shape[1] != ic:
+            return f"the projection gives {w1.shape[1]} columns, {names[0]} takes {ic}"
+        if k * d * gates > k * ic + d * ic * gates:
+            return (
+                f"folding would raise the projection from {k * ic + d * ic * gates} to "
+                f"{k * d * gates} multiply-adds per word ({k} inputs, {ic} {names[1]} inputs)"
+            )
+        reason = self.second_consumer(projected, "projection output")
+        if fc_out is not None:
+            reason = reason or self.second_consumer(fc_out, "projection output (after the bias)")
+            bias = self.constant(b)
+            if bias is None or bias.size != ic:
+                return f"the bias {b.name!r} is not a constant of {ic} values"
+        return reason
+
     # -- used by rewrite -------------------------------------------------------------------
     def new_initializer(self, op, array: np.ndarray, hint: str) -> ir.Value:
         """A new initializer with a name no other value has: never a changed shared tensor."""
