@@ -262,3 +262,47 @@ def test_two_openmp_runtimes_in_one_process_give_the_kernels_bits(ops):
         )
         np.testing.assert_array_equal(y.numpy(), want)
         np.testing.assert_array_equal(mm.numpy(), want_mm)
+
+
+def test_a_saved_program_with_our_ops_runs_in_paddle_inference(ops, tmp_path):
+    """A static program holding our dropout and GRU, saved by save_inference_model, runs in
+    Paddle Inference in a process that registered the ops: the bits of fusebridge.kernels.
+    Saving an inference model sets every op's is_test, ours too, as for Paddle's dropout: the
+    saved dropout is the inference one (downgrade_in_infer: x * (1 - p))."""
+    import paddle
+
+    rng = np.random.default_rng(8)
+    t, n, ic, oc = 6, 3, 4, 5
+    x = rng.standard_normal((t, n, ic)).astype(np.float32)
+    lens = np.array([6, 2, 4], np.int64)
+    wx = (rng.standard_normal((2, ic, 3 * oc)) * 0.4).astype(np.float32)
+    wh = (rng.standard_normal((2, oc, 3 * oc)) * 0.4).astype(np.float32)
+    b = (rng.standard_normal((2, 3 * oc)) * 0.2).astype(np.float32)
+    key = np.array([12, 34], np.int64)
+    paddle.enable_static()
+    try:
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            xv = paddle.static.data("x", [-1, -1, ic], "float32")
+            lv = paddle.static.data("lens", [-1], "int64")
+            kv = paddle.static.data("key", [2], "int64")
+            weights = [paddle.assign(a) for a in (wx, wh, b, b)]
+            y = ops.fusebridge_fusion_gru(
+                xv, lv, *weights, None, "bidirectional", "tnc", True, True, "tanh", "sigmoid"
+            )
+            out, _ = ops.fusebridge_dropout(y, kv, 0.25, "downgrade_in_infer", False, [1], True)
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        exe.run(startup)
+        prefix = str(tmp_path / "model")
+        paddle.static.save_inference_model(prefix, [xv, lv, kv], [out], exe, program=main)
+    finally:
+        paddle.disable_static()
+    from paddle_oracle import run_inference
+
+    (got,) = run_inference(tmp_path, {"x": x, "lens": lens, "key": key})
+    gru = kernels.fusion_gru(
+        x, wx, wh, b, bias_h=b, seq_lens=lens, layout="tnc", direction="bidirectional",
+        linear_before_reset=True,
+    )  # fmt: skip
+    want = kernels.dropout(gru, 0.25, seed=12, mode="downgrade_in_infer", training=False)
+    np.testing.assert_array_equal(got, want)
