@@ -10,6 +10,7 @@ _LAZY = {
     "register": "fusebridge.integrations.paddle.op_library",
     "dropout": "fusebridge.integrations.paddle.functional",
     "softmax_dropout": "fusebridge.integrations.paddle.functional",
+    "matmul_dropout": "fusebridge.integrations.paddle.functional",
 }
 
 

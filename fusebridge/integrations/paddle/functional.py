@@ -75,4 +75,28 @@ def softmax_dropout(
     return out
 
 
-__all__ = ["dropout", "softmax_dropout"]
+def matmul_dropout(
+    a: Any,
+    b: Any,
+    p: float,
+    *,
+    key: Key,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    mode: str = "upscale_in_train",
+    training: bool = True,
+    save_mask: bool = True,
+) -> Any:
+    """dropout(op(a) @ op(b)) with np.matmul's batch broadcasting, the dropout applied while
+    each output tile is in cache: bit-identical to the matmul then `dropout` with the same
+    key; its gradient goes through Paddle's own matmul."""
+    op = "fusebridge.integrations.paddle.matmul_dropout"
+    p = as_probability(p, op, "p")
+    out, _ = op_library.register().fusebridge_matmul_dropout(
+        a, b, _key_tensor(key, op), p, _mode(mode, op), not training, bool(transpose_a),
+        bool(transpose_b), bool(save_mask),
+    )  # fmt: skip
+    return out
+
+
+__all__ = ["dropout", "matmul_dropout", "softmax_dropout"]

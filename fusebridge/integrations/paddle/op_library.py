@@ -9,6 +9,8 @@ registered in the process: dygraph, static programs and Paddle Inference see the
   1-bit mask, or with save_mask false regenerates the bits from Key.
 - `fusebridge_softmax_dropout(X, Key; p, mode, is_test, axis, save_mask) -> (Out, Mask)`
   with its grad op, which recomputes the probabilities from X.
+- `fusebridge_matmul_dropout(A, B, Key; p, mode, is_test, transpose_a, transpose_b,
+  save_mask) -> (Out, Mask)` with its grad op (Paddle's matmul on the dropped-out gradient).
 - `fusebridge_fusion_gru(X, SeqLens, Wx, Wh, Bias, BiasH[, H0]; direction, layout,
   linear_before_reset, origin_mode, activation, gate_activation) -> Y`, forward only.
 
@@ -70,7 +72,8 @@ def _flags(kernels: KernelsLibrary) -> tuple[list[str], list[str]]:
 def register(cache_dir: str | os.PathLike | None = None) -> ModuleType:
     """Builds the op library when the cache lacks it, loads it into the running Paddle and
     returns the module of its ops (paddle.utils.cpp_extension's: `fusebridge_dropout(x, key, p,
-    mode, is_test, axes, save_mask)`, `fusebridge_softmax_dropout(...)` and
+    mode, is_test, axes, save_mask)`, `fusebridge_softmax_dropout(...)`,
+    `fusebridge_matmul_dropout(...)` and
     `fusebridge_fusion_gru(...)`, in dygraph and static
     mode). The cache is `cache_dir`, else $FUSEBRIDGE_PADDLE_CACHE, else
     ~/.cache/fusebridge/paddle-<version>-<hash of the glue, the kernels and Paddle's version>.

@@ -188,3 +188,16 @@ def test_our_masks_take_less_memory_than_paddles(built):
         peaks[which] = int(done.stdout.split()[-1])
     assert peaks["mask"] <= peaks["paddle"] - 16, peaks
     assert peaks["recompute"] <= peaks["mask"] + 2, peaks
+
+
+def test_matmul_dropout_face_is_the_kernels():
+    import paddle
+
+    rng = np.random.default_rng(3)
+    a, b = (
+        rng.standard_normal((2, 3, 4)).astype(np.float32),
+        rng.standard_normal((4, 5)).astype(np.float32),
+    )
+    k = random.Key(77, 9)
+    y = fbp.matmul_dropout(paddle.to_tensor(a), paddle.to_tensor(b), 0.5, key=k)
+    np.testing.assert_array_equal(y.numpy(), kernels.matmul_dropout(a, b, 0.5, seed=77, offset=9))

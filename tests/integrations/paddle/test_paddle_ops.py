@@ -306,3 +306,59 @@ def test_a_saved_program_with_our_ops_runs_in_paddle_inference(ops, tmp_path):
     )  # fmt: skip
     want = kernels.dropout(gru, 0.25, seed=12, mode="downgrade_in_infer", training=False)
     np.testing.assert_array_equal(got, want)
+
+
+MATMULS = [
+    # a shape, b shape, transpose_a, transpose_b, save_mask
+    ((5, 7), (7, 3), False, False, True),
+    ((2, 4, 6), (6, 5), False, False, False),  # b shared by the batches
+    ((3, 1, 4, 6), (1, 2, 5, 6), False, True, True),  # both broadcast
+    ((3, 1, 4, 6), (2, 5, 6), False, True, True),  # and b of a lower rank
+    ((2, 6, 4), (2, 6, 5), True, False, True),
+]
+
+
+@pytest.mark.parametrize(("a_shape", "b_shape", "ta", "tb", "save_mask"), MATMULS)
+def test_matmul_dropout_is_the_kernels_and_its_grads_paddles(
+    ops, a_shape, b_shape, ta, tb, save_mask
+):
+    import paddle
+
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    at, bt = (paddle.to_tensor(v, stop_gradient=False) for v in (a, b))
+    y, mask = ops.fusebridge_matmul_dropout(
+        at, bt, _key(21, 5), 0.3, "upscale_in_train", False, ta, tb, save_mask
+    )
+    want, want_mask = kernels.matmul_dropout(
+        a, b, 0.3, seed=21, offset=5, transpose_a=ta, transpose_b=tb, return_mask=True
+    )
+    np.testing.assert_array_equal(y.numpy(), want)
+    assert mask.shape == ([want_mask.size] if save_mask else [0])
+    dy = rng.standard_normal(want.shape).astype(np.float32)
+    (y * paddle.to_tensor(dy)).sum().backward()
+    da, db = kernels.matmul_dropout_backward(
+        dy, a, b, 0.3, mask=want_mask, transpose_a=ta, transpose_b=tb
+    )
+    np.testing.assert_allclose(at.grad.numpy(), da, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(bt.grad.numpy(), db, rtol=1e-5, atol=1e-5)
+    if len(b_shape) not in (2, len(a_shape)):
+        return  # Paddle 3.3's own matmul grad fails there ("Input dimension size should be 2")
+    # Paddle's own matmul times the same keep mask: the same gradients.
+    keep = reference.unpack_mask(want_mask, want.shape).astype(np.float32) / np.float32(0.7)
+    ap, bp = (paddle.to_tensor(v, stop_gradient=False) for v in (a, b))
+    out = paddle.matmul(ap, bp, transpose_x=ta, transpose_y=tb) * paddle.to_tensor(keep)
+    (out * paddle.to_tensor(dy)).sum().backward()
+    np.testing.assert_allclose(at.grad.numpy(), ap.grad.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(bt.grad.numpy(), bp.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_shapes_that_do_not_chain_are_named(ops):
+    import paddle
+
+    a, b = paddle.ones([3, 4]), paddle.ones([5, 2])
+    with pytest.raises(OSError, match=r"fusebridge_matmul_dropout: op\(A\) \[\.\.\., M, K\]"):
+        ops.fusebridge_matmul_dropout(
+            a, b, _key(1, 0), 0.5, "upscale_in_train", False, False, False, True
+        )

@@ -13,6 +13,12 @@
 //     dropout(softmax(X, axis)) in one pass, bit-identical to softmax then fusebridge_dropout;
 //     Mask as above (the output's shape). Grad from X (the probabilities are recomputed, not
 //     stored) and Mask, or Key with save_mask false.
+//   fusebridge_matmul_dropout(A, B, Key; p, mode, is_test, transpose_a, transpose_b,
+//                             save_mask) -> (Out, Mask)
+//     dropout(op(A) @ op(B)) with np.matmul's batch broadcasting, the dropout applied while
+//     each output tile is in cache; bit-identical to the matmul then fusebridge_dropout. Grad:
+//     dZ = Out@GRAD * keep * scale (Mask, or Key with save_mask false), then Paddle's own
+//     matmul for A@GRAD and B@GRAD, summed over broadcast batch dimensions.
 //   fusebridge_fusion_gru(X, SeqLens, Wx, Wh, Bias, BiasH[, H0]; direction, layout,
 //                         linear_before_reset, origin_mode, activation, gate_activation) -> Y
 //     fusebridge.kernels.fusion_gru over right-padded input, forward only. Weights are
@@ -24,6 +30,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -47,6 +54,7 @@ namespace {
 
 constexpr const char* kDropout = "fusebridge_dropout";
 constexpr const char* kSoftmax = "fusebridge_softmax_dropout";
+constexpr const char* kMatmul = "fusebridge_matmul_dropout";
 constexpr const char* kGru = "fusebridge_fusion_gru";
 // Same as fusebridge.kernels.dropout: outputs this large use non-temporal stores. It changes
 // how y is written, never what.
@@ -267,6 +275,161 @@ std::vector<std::vector<int64_t>> softmax_shape(const std::vector<int64_t>& x,
     });
 }
 
+// ---------------------------------------------------------------- matmul + dropout
+
+struct MatmulShapes {
+    int64_t m, n, k;
+    Dims batch, out;
+};
+
+// op(a) [..., M, K] @ op(b) [..., K, N] with np.matmul's broadcasting of the batch dims.
+MatmulShapes matmul_shapes(const Dims& a, const Dims& b, bool ta, bool tb) {
+    if (a.size() < 2 || b.size() < 2)
+        throw glue::GlueError("inputs 'A' and 'B' must be at least 2-D, got " + glue::str(a) +
+                              " and " + glue::str(b));
+    MatmulShapes r;
+    const size_t ra = a.size(), rb = b.size();
+    r.m = ta ? a[ra - 1] : a[ra - 2];
+    const int64_t ka = ta ? a[ra - 2] : a[ra - 1];
+    r.k = tb ? b[rb - 1] : b[rb - 2];
+    r.n = tb ? b[rb - 2] : b[rb - 1];
+    if (ka != r.k)
+        throw glue::GlueError("op(A) [..., M, K] and op(B) [..., K, N] must chain, got A " +
+                              glue::str(a) + " and B " + glue::str(b));
+    const size_t nb = std::max(ra, rb) - 2;
+    r.batch.assign(nb, 1);
+    for (size_t i = 0; i < nb; ++i) {
+        const int64_t da = i + ra - 2 >= nb ? a[i + ra - 2 - nb] : 1;
+        const int64_t db = i + rb - 2 >= nb ? b[i + rb - 2 - nb] : 1;
+        if (da != db && da != 1 && db != 1)
+            throw glue::GlueError("the batch dimensions of A " + glue::str(a) + " and B " +
+                                  glue::str(b) + " do not broadcast");
+        r.batch[i] = da == 1 ? db : da;
+    }
+    r.out = r.batch;
+    r.out.push_back(r.m);
+    r.out.push_back(r.n);
+    return r;
+}
+
+// Element offset of each output batch's matrix in an operand of `shape` (broadcast).
+std::vector<int64_t> batch_offsets(const Dims& shape, const Dims& batch) {
+    const size_t nb = batch.size(), own = shape.size() - 2;
+    int64_t count = 1;
+    for (int64_t d : batch) count *= d;
+    std::vector<int64_t> offsets(static_cast<size_t>(count));
+    const int64_t matrix = shape[own] * shape[own + 1];
+    for (int64_t flat = 0; flat < count; ++flat) {
+        int64_t rest = flat, offset = 0, stride = matrix;
+        for (size_t i = nb; i-- > 0;) {
+            const int64_t idx = rest % batch[i];
+            rest /= batch[i];
+            if (i + own >= nb) {  // the operand has this axis (aligned on the right)
+                const int64_t dim = shape[i + own - nb];
+                if (dim != 1) offset += idx * stride;
+                stride *= dim;
+            }
+        }
+        offsets[size_t(flat)] = offset;
+    }
+    return offsets;
+}
+
+fb::MatmulDropoutPrimitive matmul_primitive(const Dims& a, const Dims& b, bool ta, bool tb,
+                                            float p, const std::string& mode, bool is_test,
+                                            MatmulShapes* shapes) {
+    *shapes = matmul_shapes(a, b, ta, tb);
+    int64_t outputs = 1;
+    for (int64_t d : shapes->out) outputs *= d;
+    const bool empty = outputs == 0;
+    return fb::MatmulDropoutPrimitive(
+        fb::MatmulDropoutDesc{a, b, ta, tb, /*bias=*/false, shapes->out,
+                              Dims(shapes->out.size(), 0), probability(p), dropout_mode(mode),
+                              !is_test, isa(), kStreamMinBytes},
+        empty ? std::vector<int64_t>{} : batch_offsets(a, shapes->batch),
+        empty ? std::vector<int64_t>{} : batch_offsets(b, shapes->batch));
+}
+
+std::vector<paddle::Tensor> matmul_forward(const paddle::Tensor& a, const paddle::Tensor& b,
+                                           const paddle::Tensor& key, float p,
+                                           const std::string& mode, bool is_test, bool ta,
+                                           bool tb, bool save_mask) {
+    return guarded(kMatmul, [&] {
+        require_cpu_float(a, kMatmul, "A");
+        require_cpu_float(b, kMatmul, "B");
+        const auto [seed, offset] = key_of(key, kMatmul);
+        MatmulShapes shapes;
+        const fb::MatmulDropoutPrimitive prim =
+            matmul_primitive(a.shape(), b.shape(), ta, tb, p, mode, is_test, &shapes);
+        paddle::Tensor y = paddle::empty(shapes.out, a.dtype(), a.place());
+        const int64_t bytes = save_mask ? prim.mask_bytes() : 0;
+        paddle::Tensor mask = paddle::empty({bytes}, paddle::DataType::UINT8, a.place());
+        uint8_t* m = save_mask ? mask.data<uint8_t>() : nullptr;
+        if (bytes > 0) std::memset(m, 0, size_t(bytes));  // the fused kernels OR bits in
+        prim.forward(a.contiguous().data<float>(), b.contiguous().data<float>(), nullptr,
+                     y.data<float>(), m, seed, offset);
+        return std::vector<paddle::Tensor>{y, mask};
+    });
+}
+
+// grad summed down to an operand's `shape` over the batch dims it was broadcast along.
+paddle::Tensor unbroadcast(const paddle::Tensor& grad, const Dims& shape) {
+    const Dims g = grad.shape();
+    std::vector<int64_t> axes;
+    const size_t lead = g.size() - shape.size();
+    for (size_t i = 0; i < g.size() - 2; ++i)
+        if (i < lead || (shape[i - lead] == 1 && g[i] != 1)) axes.push_back(int64_t(i));
+    if (axes.empty()) return grad;
+    paddle::Tensor summed = paddle::experimental::sum(grad, axes, grad.dtype(), true);
+    return paddle::experimental::reshape(summed, shape);
+}
+
+std::vector<paddle::Tensor> matmul_backward(const paddle::Tensor& a, const paddle::Tensor& b,
+                                            const paddle::Tensor& key, const paddle::Tensor& mask,
+                                            const paddle::Tensor& dy, float p,
+                                            const std::string& mode, bool is_test, bool ta,
+                                            bool tb, bool save_mask) {
+    return guarded(kMatmul, [&] {
+        require_cpu_float(dy, kMatmul, "Out@GRAD");
+        const auto [seed, offset] = key_of(key, kMatmul);
+        const fb::DropoutPrimitive drop = dropout_primitive(dy.shape(), p, mode, is_test, {});
+        paddle::Tensor dz = paddle::empty(dy.shape(), dy.dtype(), dy.place());
+        if (save_mask) {
+            require(mask.dtype() == paddle::DataType::UINT8 && mask.numel() == drop.mask_bytes(),
+                    kMatmul,
+                    "input 'Mask' must be uint8 [" + std::to_string(drop.mask_bytes()) +
+                        "], got " + glue::str(mask.shape()));
+            drop.apply_mask(dy.data<float>(), dz.data<float>(), mask.data<uint8_t>());
+        } else {
+            drop.forward(dy.data<float>(), dz.data<float>(), nullptr, seed, offset);
+        }
+        using paddle::experimental::matmul;
+        const paddle::Tensor da = ta ? matmul(b, dz, tb, true) : matmul(dz, b, false, !tb);
+        const paddle::Tensor db = tb ? matmul(dz, a, true, ta) : matmul(a, dz, !ta, false);
+        return std::vector<paddle::Tensor>{unbroadcast(da, a.shape()), unbroadcast(db, b.shape())};
+    });
+}
+
+std::vector<std::vector<int64_t>> matmul_shape(const std::vector<int64_t>& a,
+                                               const std::vector<int64_t>& b,
+                                               const std::vector<int64_t>& /*key*/, float p,
+                                               const std::string& mode, bool /*is_test*/,
+                                               bool ta, bool tb, bool save_mask) {
+    return guarded(kMatmul, [&] {
+        probability(p), dropout_mode(mode);
+        const MatmulShapes r = matmul_shapes(a, b, ta, tb);
+        bool known = true;
+        for (int64_t d : r.out) known = known && d >= 0;
+        const int64_t bytes = !save_mask ? 0 : known ? glue::packed_bytes(r.out) : -1;
+        return std::vector<std::vector<int64_t>>{r.out, {bytes}};
+    });
+}
+
+std::vector<paddle::DataType> matmul_dtype(const paddle::DataType& a, const paddle::DataType&,
+                                           const paddle::DataType&) {
+    return {a, paddle::DataType::UINT8};
+}
+
 // ---------------------------------------------------------------- fusion GRU
 
 glue::GruConfig gru_config(const std::string& direction, const std::string& layout, bool lbr,
@@ -385,6 +548,24 @@ PD_BUILD_GRAD_OP(fusebridge_softmax_dropout)
     .Outputs({paddle::Grad("X")})
     .Attrs(FUSEBRIDGE_SOFTMAX_DROPOUT_ATTRS)
     .SetKernelFn(PD_KERNEL(softmax_backward));
+
+#define FUSEBRIDGE_MATMUL_DROPOUT_ATTRS                                          \
+    {"p: float", "mode: std::string", "is_test: bool", "transpose_a: bool", \
+     "transpose_b: bool", "save_mask: bool"}
+
+PD_BUILD_OP(fusebridge_matmul_dropout)
+    .Inputs({"A", "B", "Key"})
+    .Outputs({"Out", "Mask"})
+    .Attrs(FUSEBRIDGE_MATMUL_DROPOUT_ATTRS)
+    .SetKernelFn(PD_KERNEL(matmul_forward))
+    .SetInferShapeFn(PD_INFER_SHAPE(matmul_shape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(matmul_dtype));
+
+PD_BUILD_GRAD_OP(fusebridge_matmul_dropout)
+    .Inputs({"A", "B", "Key", "Mask", paddle::Grad("Out")})
+    .Outputs({paddle::Grad("A"), paddle::Grad("B")})
+    .Attrs(FUSEBRIDGE_MATMUL_DROPOUT_ATTRS)
+    .SetKernelFn(PD_KERNEL(matmul_backward));
 
 PD_BUILD_OP(fusebridge_fusion_gru)
     .Inputs({"X", "SeqLens", "Wx", "Wh", "Bias", "BiasH", paddle::Optional("H0")})
