@@ -15,6 +15,7 @@ from fusebridge.errors import (
 from fusebridge.fuse_passes import OptimizeReport, optimize
 from fusebridge.integrations import load, save_onnx
 from fusebridge.integrations.mxnet.save import save_mxnet
+from fusebridge.integrations.paddle.save import save_paddle
 from fusebridge.lod_tensor import LoDTensor
 from fusebridge.runtime import Session
 
@@ -43,4 +44,5 @@ __all__ = [
     "random",
     "save_mxnet",
     "save_onnx",
+    "save_paddle",
 ]

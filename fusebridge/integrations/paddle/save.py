@@ -1,0 +1,216 @@
+"""An optimized model written back as a Paddle 3 inference model (`prefix.json` +
+`prefix.pdiparams`, PIR): standard ONNX nodes become Paddle's own ops, our fused GRU the
+`fusebridge_fusion_gru` custom operator (op_library.py). Built with Paddle's own static API and
+saved by `paddle.static.save_inference_model`, so Paddle writes the files; Paddle Inference
+runs them in a process that called `register()`.
+
+One mapper per op type; whether every node can be written is decided before anything is built,
+and the nodes that cannot are listed at once (as paddle2onnx's mappers do)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+from fusebridge import conventions
+from fusebridge.errors import UnsupportedOpError
+
+# Constants up to this many elements are written into the program (assign_value); larger ones
+# become parameters, saved in the .pdiparams.
+_INLINE_MAX = 64
+
+Mapper = Callable[[Any, ir.Node, list], list]
+_MAPPERS: dict[tuple[str, str], Mapper] = {}
+
+
+def _mapper(*op_types: str, domain: str = "") -> Callable[[Mapper], Mapper]:
+    def register(fn: Mapper) -> Mapper:
+        for t in op_types:
+            _MAPPERS[(domain, t)] = fn
+        return fn
+
+    return register
+
+
+def _attr(node: ir.Node, name: str, default: object) -> object:
+    a = node.attributes.get(name)
+    return default if a is None else a.value
+
+
+_BINARY = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide"}
+_BINARY |= {"Less": "less_than", "Greater": "greater_than", "Equal": "equal"}
+_UNARY = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Exp": "exp", "Sqrt": "sqrt"}
+
+
+@_mapper(*_BINARY)
+def _binary(paddle, node, inputs):
+    return [getattr(paddle, _BINARY[node.op_type])(*inputs)]
+
+
+@_mapper(*_UNARY)
+def _unary(paddle, node, inputs):
+    return [getattr(paddle.nn.functional, _UNARY[node.op_type])(inputs[0])]
+
+
+@_mapper("Identity")
+def _identity(paddle, node, inputs):
+    return [inputs[0]]
+
+
+@_mapper("Where")
+def _where(paddle, node, inputs):
+    return [paddle.where(*inputs)]
+
+
+@_mapper("MatMul")
+def _matmul(paddle, node, inputs):
+    return [paddle.matmul(*inputs)]
+
+
+@_mapper("Gather")
+def _gather(paddle, node, inputs):
+    # An embedding lookup: rows of a 2-D table (checked by _check).
+    return [paddle.nn.functional.embedding(inputs[1], weight=inputs[0])]
+
+
+@_mapper("Softmax")
+def _softmax(paddle, node, inputs):
+    return [paddle.nn.functional.softmax(inputs[0], axis=_attr(node, "axis", -1))]
+
+
+@_mapper("Transpose")
+def _transpose(paddle, node, inputs):
+    return [paddle.transpose(inputs[0], list(_attr(node, "perm", [])))]
+
+
+@_mapper("Reshape")
+def _reshape(paddle, node, inputs):
+    shape = node.inputs[1].const_value.numpy()  # a constant (checked by _check)
+    return [paddle.reshape(inputs[0], [int(d) for d in shape])]
+
+
+@_mapper("LayerNormalization")
+def _layer_norm(paddle, node, inputs):
+    x, scale, bias = (inputs + [None, None])[:3]
+    dims = list(node.inputs[1].const_value.shape)
+    rank = len(x.shape)  # Paddle knows every rank when it builds the program
+    if _attr(node, "axis", -1) % rank != rank - len(dims):
+        # Nothing is saved: the files are written after the whole program is built.
+        raise UnsupportedOpError(
+            f"save_paddle: LayerNormalization {node.name!r} normalizes from axis "
+            f"{_attr(node, 'axis', -1)} of a rank {rank} input but its scale has "
+            f"{len(dims)} dims; Paddle's layer_norm normalizes the scale's (the last) dims"
+        )
+    eps = float(_attr(node, "epsilon", 1e-5))
+    return [paddle.nn.functional.layer_norm(x, dims, weight=scale, bias=bias, epsilon=eps)]
+
+
+@_mapper("FusionGRU", domain=conventions.DOMAIN)
+def _fusion_gru(paddle, node, inputs):
+    from fusebridge.integrations.paddle.op_library import register
+
+    x, lengths, wx, wh, b, bh, h0 = (inputs + [None] * 7)[:7]
+    d, _, g3 = node.inputs[2].const_value.shape
+    zeros = np.zeros((d, g3), np.float32)
+    if lengths is None:  # every sentence as long as the padding: T for each of the N
+        layout = _attr(node, "layout", "tnc")
+        steps = paddle.ones_like(x[:, :, 0], dtype="int64")
+        lengths = paddle.sum(steps, axis=1 if layout == "ntc" else 0)
+    b = b if b is not None else paddle.assign(zeros)
+    bh = bh if bh is not None else paddle.assign(zeros)
+    y = register().fusebridge_fusion_gru(
+        x, lengths, wx, wh, b, bh, h0, _attr(node, "direction", "forward"),
+        _attr(node, "layout", "tnc"), bool(_attr(node, "linear_before_reset", 0)),
+        bool(_attr(node, "origin_mode", 1)), _attr(node, "activation", "tanh"),
+        _attr(node, "gate_activation", "sigmoid"),
+    )  # fmt: skip
+    return [y]
+
+
+def _check(node: ir.Node) -> str | None:
+    """Why `node` cannot be written, or None."""
+    if (node.domain, node.op_type) not in _MAPPERS:
+        return "no Paddle mapping"
+    used = [o for o in node.outputs[1:] if o.uses() or o.is_graph_output()]
+    if used:
+        return f"its output {used[0].name!r} is used (only the first output is written)"
+    if node.op_type == "Gather":
+        table = node.inputs[0]
+        if _attr(node, "axis", 0) != 0 or table.shape is None or len(table.shape) != 2:
+            return "only a row lookup in a 2-D table (axis 0) is written"
+    if node.op_type == "Reshape" and (
+        node.inputs[1].const_value is None or _attr(node, "allowzero", 0)
+    ):
+        return "the shape must be a constant (allowzero 0)"
+    if node.op_type == "LayerNormalization" and node.inputs[1].const_value is None:
+        return "the scale must be a constant"
+    if node.op_type == "FusionGRU":
+        if _attr(node, "layout", "tnc") == "lod":
+            return "a LoD GRU (Paddle's custom operators take padded input and lengths)"
+        if any(v is not None and v.const_value is None for v in node.inputs[2:6]):
+            return "its weights must be constants"
+    return None
+
+
+def save_paddle(model: ir.Model, prefix: str | os.PathLike) -> Path:
+    """Writes `model` (usually `fb.optimize(fb.load(...))[0]`) as a Paddle 3 inference model:
+    prefix.json + prefix.pdiparams; returns the .json path. Needs paddle; builds and loads our
+    custom operators (`register()`), which a process running the saved model needs too."""
+    refusals = [
+        f"{n.op_type} {n.name!r} ({why})" for n in model.graph if (why := _check(n)) is not None
+    ]
+    if refusals:
+        raise UnsupportedOpError(
+            f"save_paddle: {len(refusals)} node(s) cannot be written as Paddle ops: "
+            + "; ".join(refusals)
+        )
+    from fusebridge.integrations.paddle.legacy import import_paddle, static_mode
+
+    paddle = import_paddle(pir=True)
+    prefix = Path(prefix)
+    with static_mode(paddle, pir=True):
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            feeds = _build(paddle, model)
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        exe.run(startup)
+        inputs, outputs = feeds
+        paddle.static.save_inference_model(str(prefix), inputs, outputs, exe, program=main)
+    return prefix.with_suffix(".json")
+
+
+def _build(paddle, model: ir.Model) -> tuple[list, list]:
+    """The program of `model` inside the current program_guard: (feed vars, fetch vars)."""
+    values: dict[ir.Value, Any] = {}
+    feeds = []
+    for v in model.graph.inputs:
+        shape = [-1 if not isinstance(d, int) else d for d in (v.shape or [])]
+        feeds.append(paddle.static.data(v.name, shape, v.dtype.numpy().name))
+        values[v] = feeds[-1]
+
+    def value(v: ir.Value | None):
+        if v is None:
+            return None
+        if v not in values:
+            array = v.const_value.numpy()  # neither a feed nor computed: an initializer
+            if array.size <= _INLINE_MAX or array.dtype.kind not in "f":
+                values[v] = paddle.assign(np.ascontiguousarray(array))
+            else:
+                init = paddle.nn.initializer.Assign(np.ascontiguousarray(array))
+                values[v] = paddle.static.create_parameter(
+                    list(array.shape), array.dtype.name, default_initializer=init
+                )
+        return values[v]
+
+    for node in model.graph:
+        outs = _MAPPERS[(node.domain, node.op_type)](paddle, node, [value(v) for v in node.inputs])
+        values[node.outputs[0]] = outs[0]
+    return feeds, [values[v] for v in model.graph.outputs]
+
+
+__all__ = ["save_paddle"]
