@@ -220,6 +220,8 @@ class _Reader:
                 raise _fail(where, "an int array attribute must hold integers")
             return data, LONGS
         if kind == "1.a_dtype":
+            if data == "Undefined(ALL_DTYPE)":  # "the input's" (sum, cast-free reductions)
+                return -1, INT
             if data not in _DTYPE_NAMES:
                 raise _fail(where, f"data type {data!r} is not supported")
             return _DTYPE_NAMES[data][1], INT

@@ -62,3 +62,14 @@ def test_what_cannot_be_written_is_listed_before_anything_is_written(tmp_path):
     assert "FusionGRU" in message and "a LoD GRU" in message
     assert "CRFDecoding" in message and "no Paddle mapping" in message
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_saved_back_model_is_not_read_back_yet(tmp_path):
+    """fb.load of a saved-back model: its custom op and the Paddle ops the writer used are
+    listed as unsupported at once (a clean refusal, not a format error)."""
+    optimized, _ = fb.optimize(fb.load(ROOT / "gru_tagger" / "jit"))
+    fb.save_paddle(optimized, tmp_path / "model")
+    with pytest.raises(
+        UnsupportedOpError, match=r"unsupported op type\(s\): .*fusebridge_fusion_gru"
+    ):
+        fb.load(tmp_path)
