@@ -111,6 +111,15 @@ def test_the_fastest_paddle_peer_that_agreed_is_the_ratio():
         "Fastest Paddle configuration / fusebridge, by sentences per batch: "
         "1: 4.50x (median 5.00x), 16: 2.00x (median 2.50x) (target >= 1.5x)."
     )
+    rows += [
+        row(1, paddle_models.SAVED_BACK, 3.0, 4.0),
+        row(16, paddle_models.SAVED_BACK, 5.0, 5.0),
+    ]
+    assert paddle_models._fastest_paddle(rows).endswith(
+        "\n\nFastest Paddle configuration / Paddle Inference with our ops "
+        "(paddle_inference_fusebridge_ops): 1: 3.00x (median 5.00x), 16: 4.00x (median 5.00x) "
+        "(target >= 1.5x)."
+    )
 
 
 @pytest.mark.paddle

@@ -27,6 +27,9 @@ from fusebridge.errors import UnsupportedOpError
 from fusebridge.progress import Progress
 
 PEERS = ("paddle_executor", "paddle_inference", "paddle_inference_onednn")
+# Paddle Inference on the model fb.save_paddle writes back (our GRU as a Paddle custom op):
+# a peer of Paddle 3 (padded) models only.
+SAVED_BACK = "paddle_inference_fusebridge_ops"
 PEER_MODULE = "fusebridge.bench.paddle_peer"
 
 

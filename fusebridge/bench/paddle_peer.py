@@ -11,17 +11,31 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
-from fusebridge.bench.paddle_comparison import best_and_median_ms, load_feeds
+from fusebridge.bench.paddle_comparison import SAVED_BACK, best_and_median_ms, load_feeds
 from fusebridge.bench.paddle_runtime import ExecutorRunner, InferenceRunner
+
+
+def _saved_back(model_dir: str, folder: Path, threads: int) -> InferenceRunner:
+    """Paddle Inference on the model as fusebridge optimizes it, written back by
+    fb.save_paddle with our GRU custom operator (registered in this process)."""
+    import fusebridge as fb
+    from fusebridge.integrations.paddle import register
+
+    fb.save_paddle(fb.optimize(fb.load(model_dir))[0], folder / "model")
+    register()
+    return InferenceRunner(folder, ir_optim=True, onednn=False, threads=threads)
 
 
 def main(argv: list[str]) -> None:
     model_dir, peer, feed_file, out_file, repeat, threads = argv
     if peer == "paddle_executor":
         runner = ExecutorRunner(model_dir)
+    elif peer == SAVED_BACK:
+        runner = _saved_back(model_dir, Path(out_file).with_suffix(""), int(threads))
     else:
         onednn = peer == "paddle_inference_onednn"
         runner = InferenceRunner(model_dir, ir_optim=True, onednn=onednn, threads=int(threads))

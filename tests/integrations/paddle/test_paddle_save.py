@@ -73,3 +73,16 @@ def test_a_saved_back_model_is_not_read_back_yet(tmp_path):
         UnsupportedOpError, match=r"unsupported op type\(s\): .*fusebridge_fusion_gru"
     ):
         fb.load(tmp_path)
+
+
+def test_the_benchmark_peer_runs_the_saved_back_model(tmp_path, monkeypatch):
+    """benchmarks/paddle_models.py's peer `paddle_inference_fusebridge_ops` (a subprocess:
+    save_paddle, register, Paddle Inference) agrees with fusebridge's Session."""
+    from fusebridge.bench.paddle_comparison import SAVED_BACK, compare_with_paddle
+
+    monkeypatch.setenv("FUSEBRIDGE_PADDLE_CACHE", str(tmp_path / "ops"))
+    rows = compare_with_paddle(
+        ROOT / "gru_tagger_lengths" / "jit", (2,), repeat=1, peers=(SAVED_BACK,)
+    )
+    assert [r["runtime"] for r in rows] == ["fusebridge", SAVED_BACK]
+    assert rows[1]["same_output"] == "yes", rows[1].get("error")
