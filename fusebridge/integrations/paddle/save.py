@@ -164,9 +164,12 @@ def save_paddle(model: ir.Model, prefix: str | os.PathLike) -> Path:
     refusals = [
         f"{n.op_type} {n.name!r} ({why})" for n in model.graph if (why := _check(n)) is not None
     ]
+    refusals += [
+        f"input {v.name!r} (its rank is unknown)" for v in model.graph.inputs if v.shape is None
+    ]
     if refusals:
         raise UnsupportedOpError(
-            f"save_paddle: {len(refusals)} node(s) cannot be written as Paddle ops: "
+            f"save_paddle: {len(refusals)} node(s) or input(s) cannot be written as Paddle ops: "
             + "; ".join(refusals)
         )
     from fusebridge.integrations.paddle.legacy import import_paddle, static_mode
@@ -189,7 +192,7 @@ def _build(paddle, model: ir.Model) -> tuple[list, list]:
     values: dict[ir.Value, Any] = {}
     feeds = []
     for v in model.graph.inputs:
-        shape = [-1 if not isinstance(d, int) else d for d in (v.shape or [])]
+        shape = [-1 if not isinstance(d, int) else d for d in v.shape]
         feeds.append(paddle.static.data(v.name, shape, v.dtype.numpy().name))
         values[v] = feeds[-1]
 
