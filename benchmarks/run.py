@@ -24,6 +24,7 @@ SECTIONS = {
     "gru": "benchmarks.gru",
     "paddle_models": "benchmarks.paddle_models",
     "paddle_training": "benchmarks.paddle_training",
+    "paddle_dygraph": "benchmarks.paddle_dygraph",
     "mxnet_models": "benchmarks.mxnet_models",
     "load_scaling": "benchmarks.load_scaling",
     "onnx_models": "benchmarks.onnx_models",

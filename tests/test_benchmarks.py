@@ -11,7 +11,7 @@ import pytest
 # Appended, not prepended: the installed fusebridge must stay ahead of the source tree.
 sys.path.append(str(Path(__file__).parents[1]))
 
-from benchmarks import mxnet_models, paddle_models, paddle_training, run
+from benchmarks import mxnet_models, paddle_dygraph, paddle_models, paddle_training, run
 
 
 def stub_section(monkeypatch, name, body):
@@ -64,6 +64,7 @@ def peer_missing(monkeypatch, module):
             "--only mxnet_models) |",
         ),
         (paddle_training, "paddle", "| paddle | not installed: pip install -e '.[bench]' |"),
+        (paddle_dygraph, "paddle", "| paddle | not installed: pip install -e '.[bench]' |"),
     ],
 )
 def test_a_missing_peer_is_a_row(monkeypatch, section, module, row):
