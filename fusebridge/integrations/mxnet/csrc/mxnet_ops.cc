@@ -303,7 +303,8 @@ DropoutParams dropout_params(const Attrs& attrs) {
 
 fb::DropoutPrimitive dropout_primitive(const DropoutParams& d, const Dims& shape) {
     const Dims start(shape.size(), 0);
-    return fb::DropoutPrimitive(fb::DropoutDesc{shape, shape, start, glue::dropout_mask_shape(shape, d.axes),
+    return fb::DropoutPrimitive(fb::DropoutDesc{shape, shape, start,
+                                                glue::dropout_mask_shape(shape, d.axes),
                                                 fb::DType::f32, d.p, d.mode, !d.is_test, g_isa,
                                                 kStreamMinBytes});
 }

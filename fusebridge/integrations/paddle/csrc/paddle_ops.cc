@@ -227,7 +227,8 @@ std::vector<paddle::Tensor> softmax_forward(const paddle::Tensor& x, const paddl
     return guarded(kSoftmax, [&] {
         require_cpu_float(x, kSoftmax, "X");
         const auto [seed, offset] = key_of(key, kSoftmax);
-        const fb::SoftmaxDropoutPrimitive prim = softmax_primitive(x.shape(), axis, p, mode, is_test);
+        const fb::SoftmaxDropoutPrimitive prim =
+            softmax_primitive(x.shape(), axis, p, mode, is_test);
         paddle::Tensor y = paddle::empty(x.shape(), x.dtype(), x.place());
         const int64_t bytes = save_mask ? prim.mask_bytes() : 0;
         paddle::Tensor mask = paddle::empty({bytes}, paddle::DataType::UINT8, x.place());
@@ -246,7 +247,8 @@ std::vector<paddle::Tensor> softmax_backward(const paddle::Tensor& x, const padd
         require_cpu_float(x, kSoftmax, "X");
         require_cpu_float(dy, kSoftmax, "Out@GRAD");
         const auto [seed, offset] = key_of(key, kSoftmax);
-        const fb::SoftmaxDropoutPrimitive prim = softmax_primitive(x.shape(), axis, p, mode, is_test);
+        const fb::SoftmaxDropoutPrimitive prim =
+            softmax_primitive(x.shape(), axis, p, mode, is_test);
         const uint8_t* m = nullptr;
         if (save_mask) {
             require(mask.dtype() == paddle::DataType::UINT8 && mask.numel() == prim.mask_bytes(),
