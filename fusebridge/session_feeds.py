@@ -125,14 +125,16 @@ def as_feed(label: str, value: object, declared: FeedSpec, dims: Dims) -> np.nda
     else:
         arr = np.asarray(value)
     want = declared.dtype
-    if want is not None and arr.dtype != want:
-        if want == np.dtype(object):  # ONNX strings: what ONNX Runtime takes for them
-            if arr.dtype.kind not in "OUS":
-                raise ArgumentTypeError(f"Session.run: {label} must be strings, got {arr.dtype}")
-        else:
-            arr = _cast(label, arr, want)
-    elif arr.dtype.kind not in "biufc":
-        raise ArgumentTypeError(f"Session.run: {label} must be a numeric array, got {arr.dtype}")
+    if want is None:
+        if arr.dtype.kind not in "biufc":
+            raise ArgumentTypeError(
+                f"Session.run: {label} must be a numeric array, got {arr.dtype}"
+            )
+    elif want == np.dtype(object):  # ONNX strings: what ONNX Runtime takes for them
+        if arr.dtype.kind not in "OUS":
+            raise ArgumentTypeError(f"Session.run: {label} must be strings, got {arr.dtype}")
+    elif arr.dtype != want:
+        arr = _cast(label, arr, want)
     shape = declared.dims
     if shape is not None:
         got = arr.shape

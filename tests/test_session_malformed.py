@@ -594,3 +594,18 @@ def test_graph_input_of_undefined_element_type_is_a_model_format_error():
     graph = ir.Graph([x], [y], nodes=[y.producer()], opset_imports={"": 17})
     with pytest.raises(fb.ModelFormatError, match="graph input 'x' has element type UNDEFINED"):
         fb.Session(ir.Model(graph, ir_version=10))
+
+
+def test_string_inputs_take_strings_and_refuse_numbers():
+    """An ONNX string input takes numpy strings or objects (what ONNX Runtime takes) as they
+    are, and a numeric array is refused by name."""
+    model = make_model(
+        [helper.make_node("Identity", ["s"], ["t"])],
+        [info("s", TensorProto.STRING, [2])],
+        [info("t", TensorProto.STRING, [2])],
+    )
+    session = fb.Session(model)
+    for words in (np.array(["a", "bc"], dtype=object), np.array(["a", "bc"])):
+        assert session.run({"s": words})["t"].tolist() == ["a", "bc"]
+    with pytest.raises(fb.ArgumentTypeError, match=r"input 's' must be strings, got float64"):
+        session.run({"s": np.zeros(2)})
