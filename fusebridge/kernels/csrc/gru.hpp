@@ -96,7 +96,8 @@ class GruPrimitive {
 
    private:
     // Threads that each own (direction, sentence class) units of the recurrence: threads > 1
-    // when that split pays and each owner's weights fit its cache; else {1, 1}.
+    // when the batch has classes of kMinClassRows sentences and the call enough work for the
+    // fork; else {1, 1} (the split by hidden units, a barrier a step).
     struct Owners {
         int threads;
         int64_t classes;
