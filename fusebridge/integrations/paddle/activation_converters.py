@@ -81,14 +81,14 @@ class _Formula:
     def done(self, op_type: str, inputs: list[ir.Value]) -> None:
         _out(self.cx, self.op, self.cx.add(op_type, inputs, name=self.out))
 
-    def softplus(self, beta: float, threshold: float) -> ir.Value:
-        """Paddle's softplus: x where beta * x > threshold, else log(1 + exp(beta x)) / beta."""
-        scaled = self.node("Mul", [self.x, self.const(beta, "beta")], "bx")
-        smooth = self.node(
-            "Div", [self.node("Softplus", [scaled], "sp"), self.const(beta, "b")], "spb"
-        )
+    def softplus(self, beta: float, threshold: float) -> list[ir.Value]:
+        """Paddle's softplus as Where's inputs: x where beta * x > threshold, else
+        log(1 + exp(beta x)) / beta."""
+        b = self.const(beta, "beta")
+        scaled = self.node("Mul", [self.x, b], "bx")
+        smooth = self.node("Div", [self.node("Softplus", [scaled], "sp"), b], "spb")
         linear = self.node("Greater", [scaled, self.const(threshold, "threshold")], "linear")
-        return self.node("Where", [linear, self.x, smooth], "softplus")
+        return [linear, self.x, smooth]
 
 
 @converter("silu", "swish")
@@ -131,12 +131,12 @@ def _hard_swish(cx, op: OpDesc) -> None:
 @converter("softplus")
 def _softplus(cx, op: OpDesc) -> None:
     f = _Formula(cx, op)
-    value = f.softplus(f.attr("beta", 1.0), f.attr("threshold", 20.0))
-    f.done("Identity", [value])
+    f.done("Where", f.softplus(f.attr("beta", 1.0), f.attr("threshold", 20.0)))
 
 
 @converter("mish")
 def _mish(cx, op: OpDesc) -> None:
     """x * tanh(softplus(x)), softplus linear above threshold."""
     f = _Formula(cx, op)
-    f.done("Mul", [f.x, f.node("Tanh", [f.softplus(1.0, f.attr("threshold", 20.0))], "tanh")])
+    softplus = f.node("Where", f.softplus(1.0, f.attr("threshold", 20.0)), "softplus")
+    f.done("Mul", [f.x, f.node("Tanh", [softplus], "tanh")])
