@@ -22,6 +22,7 @@ from fusebridge.conventions import DOMAIN
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.paddle.op_converters import _attr, _choice, _one, _opt, _out, converter
 from fusebridge.integrations.paddle.program_desc import OpDesc
+from fusebridge.integrations.paddle.rnn_converters import reorder_gates
 
 # Paddle's gate blocks (c, i, f, o) in ONNX's order (i, o, f, c).
 _ONNX_FROM_PADDLE = (1, 3, 2, 0)
@@ -55,10 +56,9 @@ def _activations(cx, op: OpDesc) -> dict[str, object]:
     return attrs
 
 
-def _onnx_gates(a: np.ndarray, hidden: int) -> np.ndarray:
+def _onnx_gates(a: np.ndarray) -> np.ndarray:
     """The (c, i, f, o) blocks of a [..., 4H] array in ONNX's (i, o, f, c) order."""
-    blocks = [a[..., g * hidden : (g + 1) * hidden] for g in _ONNX_FROM_PADDLE]
-    return np.concatenate(blocks, axis=-1)
+    return reorder_gates(a, _ONNX_FROM_PADDLE, axis=-1)
 
 
 def _state(cx, op: OpDesc, slot: str, hidden: int, out: str) -> ir.Value | None:
@@ -112,12 +112,12 @@ def _lstm(cx, op: OpDesc) -> None:
     offsets = cx.offsets_of(xv, "Input")
     padded = cx.add("LoDToPadded", [cx.value(xv), offsets], name=f"{out}/padded", domain=DOMAIN)
     # X @ W^T with W's rows the gates picked out of the projection; R likewise for h @ Weight.
-    w = _onnx_gates(np.eye(4 * hidden, dtype=np.float32), hidden).T
-    gate_bias = _onnx_gates(bias[: 4 * hidden], hidden)
+    w = _onnx_gates(np.eye(4 * hidden, dtype=np.float32)).T
+    gate_bias = _onnx_gates(bias[: 4 * hidden])
     inputs = [
         padded,
         cx.const(w[None], f"{out}/W"),
-        cx.const(_onnx_gates(weight, hidden).T[None], f"{out}/R"),
+        cx.const(_onnx_gates(weight).T[None], f"{out}/R"),
         cx.const(np.concatenate([gate_bias, np.zeros_like(gate_bias)])[None], f"{out}/B"),
         _sentence_lengths(cx, offsets, out),
         _state(cx, op, "H0", hidden, out),

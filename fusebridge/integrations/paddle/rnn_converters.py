@@ -34,10 +34,15 @@ _GATES = {"GRU": 3, "LSTM": 4, "RNN_TANH": 1, "RNN_RELU": 1}
 _GATE_ORDER = {"GRU": (1, 0, 2), "LSTM": (0, 3, 1, 2), "RNN_TANH": (0,), "RNN_RELU": (0,)}
 
 
+def reorder_gates(a: np.ndarray, order: tuple[int, ...], axis: int = 0) -> np.ndarray:
+    """a's len(order) equal gate blocks along `axis`, in the order `order` picks them."""
+    blocks = np.split(a, len(order), axis=axis)
+    return np.concatenate([blocks[g] for g in order], axis=axis)
+
+
 def _gates(a: np.ndarray, mode: str) -> np.ndarray:
     """The gate blocks of a [G*H, ...] weight or [G*H] bias in our / ONNX's order."""
-    blocks = np.split(a, _GATES[mode], axis=0)
-    return np.concatenate([blocks[g] for g in _GATE_ORDER[mode]], axis=0)
+    return reorder_gates(a, _GATE_ORDER[mode])
 
 
 class _Layer:
