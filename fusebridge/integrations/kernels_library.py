@@ -65,9 +65,16 @@ def compiler_for(kernels: KernelsLibrary) -> str:
     return kernels.compiler if Path(kernels.compiler).is_file() else "g++"
 
 
-def cache_root() -> Path:
-    """~/.cache/fusebridge (or $XDG_CACHE_HOME/fusebridge): where built libraries are kept."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fusebridge"
+def library_dir(chosen: str | os.PathLike | None, env: str, kind: str, key: str) -> Path:
+    """Where a framework's op library is built and kept: `chosen`, else $env, else
+    ~/.cache/fusebridge/<kind>-<version>-<key> ($XDG_CACHE_HOME in place of ~/.cache)."""
+    import fusebridge
+
+    chosen = chosen or os.environ.get(env)
+    if chosen:
+        return Path(chosen).expanduser().resolve()
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fusebridge"
+    return root / f"{kind}-{fusebridge.__version__}-{key}"
 
 
 def build_key(files: Iterable[Path], meta: Iterable[str]) -> str:

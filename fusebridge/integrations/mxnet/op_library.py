@@ -31,9 +31,9 @@ from fusebridge.integrations.kernels_library import (
     KERNEL_HEADERS,
     KernelsLibrary,
     build_key,
-    cache_root,
     compiler_for,
     installed_kernels,
+    library_dir,
 )
 
 LIBRARY_NAME = "libfusebridge_mxnet.so"
@@ -70,12 +70,6 @@ def _build_key(mx: object, lib_api_cc: Path, include: Path, kernels: KernelsLibr
     files += [include / "mxnet" / "lib_api.h", lib_api_cc]
     blas = [scipy_openblas32.get_lib_dir(), scipy_openblas32.get_library()]
     return build_key(files, [mx.__version__, compiler_for(kernels), _EXPORTS, *blas])
-
-
-def _default_dir(key: str) -> Path:
-    import fusebridge
-
-    return cache_root() / f"mxnet-{fusebridge.__version__}-{key}"
 
 
 def _run(cmd: list[str]) -> str | None:
@@ -139,8 +133,7 @@ def register(cache_dir: str | os.PathLike | None = None, force_rebuild: bool = F
         include, lib_api_cc = _mxnet_files(mx)
         kernels = installed_kernels()
         key = _build_key(mx, lib_api_cc, include, kernels)
-        chosen = cache_dir or os.environ.get("FUSEBRIDGE_MXNET_CACHE")
-        directory = Path(chosen).expanduser().resolve() if chosen else _default_dir(key)
+        directory = library_dir(cache_dir, "FUSEBRIDGE_MXNET_CACHE", "mxnet", key)
         path, key_file = directory / LIBRARY_NAME, directory / _KEY_NAME
         # A directory given by the caller may hold a library built from other sources: the key
         # beside it says which.

@@ -34,9 +34,9 @@ from fusebridge.integrations.kernels_library import (
     KERNEL_HEADERS,
     KernelsLibrary,
     build_key,
-    cache_root,
     compiler_for,
     installed_kernels,
+    library_dir,
 )
 
 MODULE_NAME = "fusebridge_paddle_ops"
@@ -88,16 +88,9 @@ def register(cache_dir: str | os.PathLike | None = None) -> ModuleType:
             warnings.filterwarnings("ignore", "No ccache found")
             from paddle.utils import cpp_extension
 
-        import fusebridge
-
         kernels = installed_kernels()
         key = _key(paddle, kernels)
-        chosen = cache_dir or os.environ.get("FUSEBRIDGE_PADDLE_CACHE")
-        directory = (
-            Path(chosen).expanduser().resolve()
-            if chosen
-            else cache_root() / f"paddle-{fusebridge.__version__}-{key}"
-        )
+        directory = library_dir(cache_dir, "FUSEBRIDGE_PADDLE_CACHE", "paddle", key)
         directory.mkdir(parents=True, exist_ok=True)
         if not any(directory.glob(f"{MODULE_NAME}/*.so")):
             print(
