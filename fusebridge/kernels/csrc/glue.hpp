@@ -5,12 +5,14 @@
 // and raises it its framework's way.
 #pragma once
 #include <cstdint>
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "gru.hpp"
+#include "isa.hpp"
 
 namespace fusebridge::glue {
 
@@ -51,6 +53,18 @@ inline int64_t packed_bytes(const Dims& mask) {
     int64_t n = 1;
     for (int64_t v : mask) n *= v;
     return (n + 7) / 8;
+}
+
+// The instruction set a glue runs: the best this CPU runs, or the one $FUSEBRIDGE_ISA names
+// (as for fusebridge.kernels: it may only lower it). Throws GlueError for one it cannot run.
+inline Isa isa_from_env() {
+    const Isa best = best_isa();
+    const char* want = std::getenv("FUSEBRIDGE_ISA");
+    if (want == nullptr) return best;
+    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
+        if (std::string(want) == isa_name(isa) && int(isa) <= int(best)) return isa;
+    throw GlueError(std::string("fusebridge: FUSEBRIDGE_ISA='") + want +
+                    "' is not an instruction set this CPU runs (best: " + isa_name(best) + ")");
 }
 
 // ---------------------------------------------------------------- fusion GRU

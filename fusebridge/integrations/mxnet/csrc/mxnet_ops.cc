@@ -533,22 +533,12 @@ MXReturnValue initialize(int version) {
         MX_ERROR_MSG << "fusebridge: the op library needs MXNet >= 1.9, got version " << version;
         return MX_FAIL;
     }
-    const fb::Isa best = fb::best_isa();
-    g_isa = best;
-    if (const char* want = std::getenv("FUSEBRIDGE_ISA")) {
-        bool found = false;
-        for (fb::Isa isa : {fb::Isa::scalar, fb::Isa::avx2, fb::Isa::avx512}) {
-            if (std::string(want) == fb::isa_name(isa) && int(isa) <= int(best)) {
-                g_isa = isa;
-                found = true;
-            }
-        }
-        if (!found) {
-            clear_messages();
-            MX_ERROR_MSG << "fusebridge: FUSEBRIDGE_ISA='" << want << "' is not an instruction "
-                         << "set this CPU runs (best: " << fb::isa_name(best) << ")";
-            return MX_FAIL;
-        }
+    try {
+        g_isa = glue::isa_from_env();
+    } catch (const glue::GlueError& e) {
+        clear_messages();
+        MX_ERROR_MSG << e.what();
+        return MX_FAIL;
     }
     fb::set_num_threads(omp_get_max_threads());
     return MX_SUCCESS;

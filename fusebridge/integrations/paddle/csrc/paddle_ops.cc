@@ -67,23 +67,14 @@ fb::Isa isa() {
     static fb::Isa chosen = fb::Isa::scalar;
     static std::string error;
     std::call_once(once, [] {
-        const fb::Isa best = fb::best_isa();
-        chosen = best;
-        if (const char* want = std::getenv("FUSEBRIDGE_ISA")) {
-            bool found = false;
-            for (fb::Isa i : {fb::Isa::scalar, fb::Isa::avx2, fb::Isa::avx512})
-                if (std::string(want) == fb::isa_name(i) && int(i) <= int(best)) {
-                    chosen = i;
-                    found = true;
-                }
-            if (!found)
-                error = std::string("FUSEBRIDGE_ISA='") + want +
-                        "' is not an instruction set this CPU runs (best: " +
-                        fb::isa_name(best) + ")";
+        try {
+            chosen = glue::isa_from_env();
+        } catch (const glue::GlueError& e) {
+            error = e.what();
         }
         fb::set_num_threads(omp_get_max_threads());
     });
-    if (!error.empty()) PD_THROW("fusebridge: ", error);
+    if (!error.empty()) PD_THROW(error);
     return chosen;
 }
 
