@@ -135,6 +135,43 @@ std::pair<uint64_t, uint64_t> key_of(const paddle::Tensor& key, const char* op) 
     return {uint64_t(k[0]), uint64_t(k[1])};
 }
 
+// A forward's Mask output, zeroed (the fused kernels OR bits in, and the unused high bits of
+// the last byte stay 0), for `like`'s place; [0] without save_mask.
+paddle::Tensor new_mask(int64_t bytes, bool save_mask, const paddle::Tensor& like) {
+    paddle::Tensor mask =
+        paddle::empty({save_mask ? bytes : 0}, paddle::DataType::UINT8, like.place());
+    if (save_mask && bytes > 0) std::memset(mask.data<uint8_t>(), 0, size_t(bytes));
+    return mask;
+}
+
+uint8_t* mask_data(paddle::Tensor& mask, bool save_mask) {
+    return save_mask ? mask.data<uint8_t>() : nullptr;
+}
+
+// A grad op's saved Mask, checked against the `bytes` its forward wrote; null without save_mask.
+const uint8_t* saved_mask(const paddle::Tensor& mask, int64_t bytes, bool save_mask,
+                          const char* op) {
+    if (!save_mask) return nullptr;
+    require(mask.dtype() == paddle::DataType::UINT8 && mask.numel() == bytes, op,
+            "input 'Mask' must be uint8 [" + std::to_string(bytes) + "], got " +
+                glue::str(mask.shape()));
+    return mask.data<uint8_t>();
+}
+
+// dy * keep * scale: the bits from the saved mask, or regenerated from the key (dropout(dy)
+// with the same bits is exactly that).
+paddle::Tensor dropped_grad(const fb::DropoutPrimitive& prim, const paddle::Tensor& dy,
+                            const paddle::Tensor& mask, bool save_mask, const paddle::Tensor& key,
+                            const char* op) {
+    const auto [seed, offset] = key_of(key, op);
+    paddle::Tensor dx = paddle::empty(dy.shape(), dy.dtype(), dy.place());
+    if (const uint8_t* m = saved_mask(mask, prim.mask_bytes(), save_mask, op))
+        prim.apply_mask(dy.data<float>(), dx.data<float>(), m);
+    else
+        prim.forward(dy.data<float>(), dx.data<float>(), nullptr, seed, offset);
+    return dx;
+}
+
 std::vector<paddle::Tensor> dropout_forward(const paddle::Tensor& x, const paddle::Tensor& key,
                                             float p, const std::string& mode, bool is_test,
                                             const std::vector<int>& axes, bool save_mask) {
@@ -143,12 +180,8 @@ std::vector<paddle::Tensor> dropout_forward(const paddle::Tensor& x, const paddl
         const auto [seed, offset] = key_of(key, kDropout);
         const fb::DropoutPrimitive prim = dropout_primitive(x.shape(), p, mode, is_test, axes);
         paddle::Tensor y = paddle::empty(x.shape(), x.dtype(), x.place());
-        const int64_t bytes = save_mask ? prim.mask_bytes() : 0;
-        paddle::Tensor mask = paddle::empty({bytes}, paddle::DataType::UINT8, x.place());
-        uint8_t* m = save_mask ? mask.data<uint8_t>() : nullptr;
-        // The kernel writes every mask bit but leaves the unused high bits of the last byte.
-        if (bytes > 0) m[bytes - 1] = 0;
-        prim.forward(x.data<float>(), y.data<float>(), m, seed, offset);
+        paddle::Tensor mask = new_mask(prim.mask_bytes(), save_mask, x);
+        prim.forward(x.data<float>(), y.data<float>(), mask_data(mask, save_mask), seed, offset);
         return std::vector<paddle::Tensor>{y, mask};
     });
 }
@@ -159,20 +192,8 @@ std::vector<paddle::Tensor> dropout_backward(const paddle::Tensor& key, const pa
                                              const std::vector<int>& axes, bool save_mask) {
     return guarded(kDropout, [&] {
         require_cpu_float(dy, kDropout, "Out@GRAD");
-        const auto [seed, offset] = key_of(key, kDropout);
         const fb::DropoutPrimitive prim = dropout_primitive(dy.shape(), p, mode, is_test, axes);
-        paddle::Tensor dx = paddle::empty(dy.shape(), dy.dtype(), dy.place());
-        if (save_mask) {
-            require(mask.dtype() == paddle::DataType::UINT8 && mask.numel() == prim.mask_bytes(),
-                    kDropout,
-                    "input 'Mask' must be uint8 [" + std::to_string(prim.mask_bytes()) +
-                        "], got " + glue::str(mask.shape()));
-            prim.apply_mask(dy.data<float>(), dx.data<float>(), mask.data<uint8_t>());
-        } else {
-            // dropout(dy) with the same bits is dy * keep * scale: the grad, without a mask.
-            prim.forward(dy.data<float>(), dx.data<float>(), nullptr, seed, offset);
-        }
-        return std::vector<paddle::Tensor>{dx};
+        return std::vector<paddle::Tensor>{dropped_grad(prim, dy, mask, save_mask, key, kDropout)};
     });
 }
 
@@ -221,11 +242,8 @@ std::vector<paddle::Tensor> softmax_forward(const paddle::Tensor& x, const paddl
         const fb::SoftmaxDropoutPrimitive prim =
             softmax_primitive(x.shape(), axis, p, mode, is_test);
         paddle::Tensor y = paddle::empty(x.shape(), x.dtype(), x.place());
-        const int64_t bytes = save_mask ? prim.mask_bytes() : 0;
-        paddle::Tensor mask = paddle::empty({bytes}, paddle::DataType::UINT8, x.place());
-        uint8_t* m = save_mask ? mask.data<uint8_t>() : nullptr;
-        if (bytes > 0) std::memset(m, 0, size_t(bytes));  // the fused kernels OR bits in
-        prim.forward(x.data<float>(), y.data<float>(), m, seed, offset);
+        paddle::Tensor mask = new_mask(prim.mask_bytes(), save_mask, x);
+        prim.forward(x.data<float>(), y.data<float>(), mask_data(mask, save_mask), seed, offset);
         return std::vector<paddle::Tensor>{y, mask};
     });
 }
@@ -240,14 +258,7 @@ std::vector<paddle::Tensor> softmax_backward(const paddle::Tensor& x, const padd
         const auto [seed, offset] = key_of(key, kSoftmax);
         const fb::SoftmaxDropoutPrimitive prim =
             softmax_primitive(x.shape(), axis, p, mode, is_test);
-        const uint8_t* m = nullptr;
-        if (save_mask) {
-            require(mask.dtype() == paddle::DataType::UINT8 && mask.numel() == prim.mask_bytes(),
-                    kSoftmax,
-                    "input 'Mask' must be uint8 [" + std::to_string(prim.mask_bytes()) +
-                        "], got " + glue::str(mask.shape()));
-            m = mask.data<uint8_t>();
-        }
+        const uint8_t* m = saved_mask(mask, prim.mask_bytes(), save_mask, kSoftmax);
         paddle::Tensor dx = paddle::empty(dy.shape(), dy.dtype(), dy.place());
         prim.backward(dy.data<float>(), x.data<float>(), /*from_x=*/true, m, seed, offset,
                       dx.data<float>());
@@ -355,12 +366,9 @@ std::vector<paddle::Tensor> matmul_forward(const paddle::Tensor& a, const paddle
         const fb::MatmulDropoutPrimitive prim =
             matmul_primitive(a.shape(), b.shape(), ta, tb, p, mode, is_test, &shapes);
         paddle::Tensor y = paddle::empty(shapes.out, a.dtype(), a.place());
-        const int64_t bytes = save_mask ? prim.mask_bytes() : 0;
-        paddle::Tensor mask = paddle::empty({bytes}, paddle::DataType::UINT8, a.place());
-        uint8_t* m = save_mask ? mask.data<uint8_t>() : nullptr;
-        if (bytes > 0) std::memset(m, 0, size_t(bytes));  // the fused kernels OR bits in
-        prim.forward(a.contiguous().data<float>(), b.contiguous().data<float>(), nullptr,
-                     y.data<float>(), m, seed, offset);
+        paddle::Tensor mask = new_mask(prim.mask_bytes(), save_mask, a);
+        prim.forward(a.data<float>(), b.data<float>(), nullptr, y.data<float>(),
+                     mask_data(mask, save_mask), seed, offset);
         return std::vector<paddle::Tensor>{y, mask};
     });
 }
@@ -384,18 +392,9 @@ std::vector<paddle::Tensor> matmul_backward(const paddle::Tensor& a, const paddl
                                             bool tb, bool save_mask) {
     return guarded(kMatmul, [&] {
         require_cpu_float(dy, kMatmul, "Out@GRAD");
-        const auto [seed, offset] = key_of(key, kMatmul);
+        // The matmul's dropout is the standalone one over the output (fused_dropout.hpp).
         const fb::DropoutPrimitive drop = dropout_primitive(dy.shape(), p, mode, is_test, {});
-        paddle::Tensor dz = paddle::empty(dy.shape(), dy.dtype(), dy.place());
-        if (save_mask) {
-            require(mask.dtype() == paddle::DataType::UINT8 && mask.numel() == drop.mask_bytes(),
-                    kMatmul,
-                    "input 'Mask' must be uint8 [" + std::to_string(drop.mask_bytes()) +
-                        "], got " + glue::str(mask.shape()));
-            drop.apply_mask(dy.data<float>(), dz.data<float>(), mask.data<uint8_t>());
-        } else {
-            drop.forward(dy.data<float>(), dz.data<float>(), nullptr, seed, offset);
-        }
+        const paddle::Tensor dz = dropped_grad(drop, dy, mask, save_mask, key, kMatmul);
         using paddle::experimental::matmul;
         const paddle::Tensor da = ta ? matmul(b, dz, tb, true) : matmul(dz, b, false, !tb);
         const paddle::Tensor db = tb ? matmul(dz, a, true, ta) : matmul(a, dz, !ta, false);
