@@ -1,5 +1,5 @@
-"""MXNet's side of benchmarks/mxnet_models.py, in a process of its own: two OpenMP runtimes
-in one process (MXNet's and ours) spin against each other on 2 cores.
+"""MXNet's side of benchmarks/mxnet_models.py, in a process of its own: MXNet's OpenMP
+and our kernels' pool in one process would spin against each other on 2 cores.
 `python -m benchmarks.mxnet_peer PREFIX IDS.npy LENGTHS.npy REPEAT OUT.npz` times the exported
 tagger (hybridized, static_alloc) on one batch and saves its output and best time."""
 

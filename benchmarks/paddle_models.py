@@ -93,8 +93,8 @@ def run(quick: bool = False, threads: int = 2) -> str:
     parts = [
         "## Paddle models end to end",
         "",
-        f"{threads} thread(s) for every runtime (OpenMP / Paddle's math library). Session "
-        "overhead = time per run outside kernels and ONNX Runtime calls.",
+        f"{threads} thread(s) for every runtime (the kernels' pool / Paddle's math library). "
+        "Session overhead = time per run outside kernels and ONNX Runtime calls.",
     ]
     for name in assets.NAMES:
         rows = compare_with_paddle(assets.path(name), (1, 16, 64), repeat=repeat)

@@ -94,7 +94,7 @@ def call_us(threads: int, repeat: int, tmp: Path, kernel: tuple, ort_: tuple) ->
     """One more ONNX Runtime partition: a chain of CHAIN GRUs between MatMuls run by a Session
     with the GRUs on our kernel (2 * CHAIN cuts) and in ONNX Runtime (one session), less the
     GRUs' own difference between the engines (from the fitted `kernel` and `ort_` constants, as
-    the placement estimates it), per cut: ONNX Runtime's `run`, the arrays crossing, OpenMP's
+    the placement estimates it), per cut: ONNX Runtime's `run`, the arrays crossing, the kernels'
     threads waking after a partition ran (partitions beside kernels run on the calling thread).
     Medians of interleaved rounds."""
     import fusebridge as fb

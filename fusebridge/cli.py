@@ -29,7 +29,7 @@ def info() -> dict[str, object]:
         "engines": {"cpu": "available", "cuda": "not built in this version"},
         "isa": {"selected": kernels.isa(), "available": list(kernels.available_isas())},
         "blas": kernels.blas_info(),
-        "openmp_threads": kernels.get_num_threads(),
+        "threads": kernels.get_num_threads(),
         "primitive_cache": kernels.cache_stats(),
     }
 

@@ -4,8 +4,9 @@ caller.
 
 The worker (`python -m fuzz.harness`) imports fusebridge once, then forks one child per case:
 hundreds of cases run in seconds instead of one interpreter start each. It must be a fresh
-process: a fork after OpenMP or ONNX Runtime started threads can hang the child, so the worker
-never runs a kernel itself and pytest (whose process has) starts a worker instead of forking.
+process: a fork after ONNX Runtime (or another library's OpenMP) started threads can hang the
+child, so the worker never runs a model itself and pytest (whose process has) starts a worker
+instead of forking. (The kernels' own pool is fork-safe: a child gets a new one.)
 """
 
 from __future__ import annotations

@@ -80,7 +80,8 @@ def test_batches_of_64_63_and_1_agree(session, threads):
 
 def test_thread_count_holds_in_worker_threads(session, threads):
     """set_num_threads is process-wide: a Session used from a thread pool (a web server, an
-    actor's worker thread) runs with the count set, not OpenMP's per-thread default."""
+    actor's worker thread) runs with the count set, not a per-thread default (OpenMP's
+    omp_set_num_threads was per thread, when the kernels ran on it)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from fusebridge.kernels import _C

@@ -5,6 +5,7 @@ integrations/paddle/op_library.py; docs/design.md, "One native build")."""
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
@@ -84,3 +85,14 @@ def build_key(files: Iterable[Path], meta: Iterable[str]) -> str:
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
     h.update("\0".join(meta).encode())
     return h.hexdigest()[:16]
+
+
+def follow_thread_count(library: Path) -> None:
+    """The loaded op library at `library` takes fusebridge.kernels' thread count now and at every
+    set_num_threads: it holds its own copy of the kernels' settings (csrc/glue.hpp)."""
+    from fusebridge.kernels import core
+
+    # The framework loaded it already: this finds the same copy (dlopen counts references).
+    setter = ctypes.CDLL(str(library)).fusebridge_set_num_threads
+    setter.argtypes, setter.restype = [ctypes.c_int], None
+    core.follow_thread_count(setter)

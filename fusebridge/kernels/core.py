@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -90,16 +91,16 @@ def set_isa(name: str) -> None:
 
 
 def thread_cap() -> int:
-    """The most threads set_num_threads accepts: the cores, or up to 8 times them within 256
-    threads, never above OMP_THREAD_LIMIT (why: csrc/runtime.cpp). OMP_NUM_THREADS above it is
-    lowered to it when the core loads."""
+    """The most threads set_num_threads accepts: the usable cores, or up to 8 times them within
+    256 threads (why: csrc/runtime.cpp). OMP_NUM_THREADS, the count the core starts with when it
+    is set, is lowered to it."""
     return _C.thread_cap()
 
 
 def set_num_threads(n: int) -> None:
-    """Threads for every kernel, BLAS included: GEMMs run as row slices on the OpenMP threads,
-    each a single-threaded OpenBLAS call, so OpenBLAS's own pool (kept at one thread) never
-    competes with OpenMP for the cores. n lies in [1, thread_cap()]."""
+    """Threads for every kernel, BLAS included: GEMMs run as row slices on the kernels' pool
+    (csrc/parallel.hpp), each a single-threaded OpenBLAS call, so OpenBLAS's own pool (kept at
+    one thread) never competes with ours for the cores. n lies in [1, thread_cap()]."""
     op = "set_num_threads"
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise ArgumentTypeError(f"{op}: n must be an integer, got {type(n).__name__} {n!r}")
@@ -109,10 +110,23 @@ def set_num_threads(n: int) -> None:
             f"{op}: n must lie in [1, {cap}] (thread_cap() on this machine), got {n}"
         )
     _C.set_num_threads(int(n))
+    for setter in _thread_followers:
+        setter(int(n))
 
 
 def get_num_threads() -> int:
     return _C.max_threads()
+
+
+# Native libraries with a copy of the kernels of their own (the MXNet and Paddle op libraries):
+# set_num_threads sets theirs too, so the process has one thread count.
+_thread_followers: list[Callable[[int], None]] = []
+
+
+def follow_thread_count(setter: Callable[[int], None]) -> None:
+    """setter(n) now with the current count, and at every set_num_threads."""
+    setter(get_num_threads())
+    _thread_followers.append(setter)
 
 
 def blas_info() -> dict[str, object]:

@@ -52,12 +52,12 @@ def test_blas_is_scipy_openblas():
     assert "OpenBLAS" in info["config"]
 
 
-def test_one_thread_setting_drives_openmp_and_blas(threads):
+def test_one_thread_setting_drives_the_pool_and_blas(threads):
     for n in (1, 2):
         threads(n)
         info = kernels.blas_info()
         assert kernels.get_num_threads() == n and info["threads"] == n
-        # BLAS runs in row slices on the OpenMP threads; OpenBLAS's own pool never wakes.
+        # BLAS runs in row slices on the kernels' pool; OpenBLAS's own pool never wakes.
         assert info["openblas_pool_threads"] == 1
     with pytest.raises(ArgumentError):
         kernels.set_num_threads(0)

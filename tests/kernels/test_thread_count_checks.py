@@ -1,7 +1,7 @@
 """Thread counts: set_num_threads(100000) used to end the process in libgomp ("Thread creation
-failed") at the next parallel region. Counts past thread_cap() are refused with the allowed
-range, other types with ArgumentTypeError, and OMP_NUM_THREADS past the cap is lowered to it
-when the core loads."""
+failed") at the next parallel region, when the kernels ran on OpenMP. Counts past thread_cap()
+are refused with the allowed range, other types with ArgumentTypeError, and OMP_NUM_THREADS past
+the cap is lowered to it when the core loads."""
 
 import os
 
@@ -15,7 +15,7 @@ from fusebridge.kernels import core
 
 def test_the_cap_is_the_usable_cores_or_at_most_256():
     cap = kernels.thread_cap()
-    usable = len(os.sched_getaffinity(0))  # what OpenMP counts as its processors
+    usable = len(os.sched_getaffinity(0))  # the cores the core counts
     assert min(usable, 256) <= cap <= max(usable, 256)
 
 

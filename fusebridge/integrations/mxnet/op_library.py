@@ -32,6 +32,7 @@ from fusebridge.integrations.kernels_library import (
     KernelsLibrary,
     build_key,
     compiler_for,
+    follow_thread_count,
     installed_kernels,
     library_dir,
 )
@@ -41,7 +42,9 @@ _KEY_NAME = "libfusebridge_mxnet.key"
 _GLUE = Path(__file__).resolve().parent / "csrc" / "mxnet_ops.cc"
 # Only lib_api's C entry points leave the library: our copy of the kernels must not bind to (or
 # be bound by) the same symbols in fusebridge.kernels._C or another MXNet library.
-_EXPORTS = "{ global: _op*; _part*; _pass*; _msg*; initialize; local: *; };\n"
+_EXPORTS = (
+    "{ global: _op*; _part*; _pass*; _msg*; initialize; fusebridge_*num_threads; local: *; };\n"
+)
 # Measured on a 2-core VM (the glue and lib_api.cc compiled in parallel, then the link).
 _BUILD_ESTIMATE = "about 10 s"
 
@@ -152,6 +155,7 @@ def register(cache_dir: str | os.PathLike | None = None, force_rebuild: bool = F
             mx.library.load(str(path), verbose=False)
         except mx.base.MXNetError as exc:
             raise ExecutionError(f"fusebridge: MXNet could not load {path}: {exc}") from exc
+        follow_thread_count(path)
         _loaded = path
         return path
 

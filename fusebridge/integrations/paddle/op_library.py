@@ -35,6 +35,7 @@ from fusebridge.integrations.kernels_library import (
     KernelsLibrary,
     build_key,
     compiler_for,
+    follow_thread_count,
     installed_kernels,
     library_dir,
 )
@@ -117,6 +118,7 @@ def register(cache_dir: str | os.PathLike | None = None) -> ModuleType:
                 f"fusebridge: building or loading the Paddle op library in {directory} "
                 f"failed: {exc!r}\n{tail}"
             ) from exc
+        follow_thread_count(directory / MODULE_NAME / f"{MODULE_NAME}.so")
         return _module
 
 

@@ -1,7 +1,5 @@
 #include "crf_decoding.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cfloat>
 #include <stdexcept>
@@ -9,6 +7,7 @@
 #include <utility>
 #include <vector>
 #include "checks.hpp"
+#include "parallel.hpp"
 #include "runtime.hpp"
 
 namespace fusebridge {
@@ -18,9 +17,9 @@ namespace {
 // Below this many add-compares in all, waking a second thread costs more than it saves.
 constexpr double kMinWorkPerThread = 1 << 16;
 
-// Work memory, kept between calls on the calling thread and sized before the parallel region
-// (an exception, bad_alloc included, must not escape one). Each worker gets its own slices, in
-// whole cache lines so that no two workers write the same line.
+// Work memory, kept between calls on the calling thread and sized before the parallel_for
+// (an exception, bad_alloc included, must not escape a part). Each thread's slot gets its own
+// slices, in whole cache lines so that no two threads write the same line.
 struct Scratch {
     std::vector<float> alpha;    // [threads, 2 * tags rounded up]: the previous and current step
     std::vector<int32_t> track;  // [threads, longest * tags rounded up]: the back pointers
@@ -113,18 +112,17 @@ void crf_decoding(const CrfDecodingArgs& a) {
     int32_t* track =
         lines_at_least(sc.track, mul_size(nt, track_stride, "crf_decoding", "scratch"));
 
-    // Sentences are independent and their lengths differ: dynamic scheduling balances them.
-#pragma omp parallel for schedule(dynamic) num_threads(nt) if (nt > 1)
-    for (int64_t s = 0; s < n; ++s) {
+    // Sentences are independent and their lengths differ: each is a part of its own, taken by
+    // whichever thread is free (dynamic scheduling balances them); t: that thread's scratch.
+    parallel_for(n, nt, [&](int64_t s, int t) {
         const int64_t begin = a.offsets[s], len = a.offsets[s + 1] - begin;
-        if (len == 0) continue;
-        const int t = omp_get_thread_num();
+        if (len == 0) return;
         int64_t* path = a.path + begin;
         viterbi(a.emission + begin * a.tags, a.transition, len, a.tags, alpha + t * alpha_stride,
                 track + t * track_stride, path);
         if (a.label)
             for (int64_t k = 0; k < len; ++k) path[k] = path[k] == a.label[begin + k] ? 1 : 0;
-    }
+    });
 }
 
 }  // namespace fusebridge

@@ -1,13 +1,12 @@
 #include "dropout.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include "bits.hpp"
 #include "checks.hpp"
 #include "dispatch.hpp"
+#include "parallel.hpp"
 #include "philox.hpp"
 #include "runtime.hpp"
 
@@ -151,25 +150,26 @@ void DropoutPrimitive::generate(const void* x, void* y, uint8_t* mask, uint64_t 
     const int64_t items = (mask_numel_ + kChunk - 1) / kChunk;
     const auto* xb = static_cast<const char*>(x);
     auto* yb = static_cast<char*>(y);
-#pragma omp parallel for schedule(static) num_threads(max_threads()) if (items > 1)
-    for (int64_t item = 0; item < items; ++item) {
-        uint64_t scratch[kChunk / 64 + 2];
-        const int64_t end = std::min(mask_numel_, (item + 1) * kChunk);
-        for (int64_t pos = item * kChunk; pos < end;) {
-            const int64_t row = pos / run_, col = pos % run_;
-            const int64_t len = std::min(run_ - col, end - pos);
-            const uint64_t first = uint64_t(row_start(gen_outer_, row, gbase_) + col);
-            const uint64_t group0 = first & ~uint64_t(3);
-            const int64_t shift = int64_t(first - group0);
-            const char* data = apply ? xb + (pos - shift) * itemsize_ : nullptr;
-            fill_words(seed, offset, group0, (shift + len + 63) / 64, scratch, data);
-            if (mask) copy_bits(scratch, shift, mask, pos, len);
-            if (apply)
-                apply_run(xb + pos * itemsize_, yb + pos * itemsize_, len,
-                          reinterpret_cast<const uint8_t*>(scratch), shift);
-            pos += len;
+    parallel_ranges(items, max_threads(), [&](int64_t lo, int64_t hi, int) {
+        for (int64_t item = lo; item < hi; ++item) {
+            uint64_t scratch[kChunk / 64 + 2];
+            const int64_t end = std::min(mask_numel_, (item + 1) * kChunk);
+            for (int64_t pos = item * kChunk; pos < end;) {
+                const int64_t row = pos / run_, col = pos % run_;
+                const int64_t len = std::min(run_ - col, end - pos);
+                const uint64_t first = uint64_t(row_start(gen_outer_, row, gbase_) + col);
+                const uint64_t group0 = first & ~uint64_t(3);
+                const int64_t shift = int64_t(first - group0);
+                const char* data = apply ? xb + (pos - shift) * itemsize_ : nullptr;
+                fill_words(seed, offset, group0, (shift + len + 63) / 64, scratch, data);
+                if (mask) copy_bits(scratch, shift, mask, pos, len);
+                if (apply)
+                    apply_run(xb + pos * itemsize_, yb + pos * itemsize_, len,
+                              reinterpret_cast<const uint8_t*>(scratch), shift);
+                pos += len;
+            }
         }
-    }
+    });
 }
 
 int64_t DropoutPrimitive::range_bits(uint64_t seed, uint64_t offset, int64_t pos, int64_t n,
@@ -235,25 +235,26 @@ void DropoutPrimitive::apply_mask(const void* x, void* y, const uint8_t* mask) c
     const int64_t items = (numel_ + kChunk - 1) / kChunk;
     const auto* xb = static_cast<const char*>(x);
     auto* yb = static_cast<char*>(y);
-#pragma omp parallel for schedule(static) num_threads(max_threads()) if (items > 1)
-    for (int64_t item = 0; item < items; ++item) {
-        const int64_t end = std::min(numel_, (item + 1) * kChunk);
-        for (int64_t pos = item * kChunk; pos < end;) {
-            const int64_t row = pos / arun_, col = pos % arun_;
-            const int64_t len = std::min(arun_ - col, end - pos);
-            const int64_t bit = row_start(app_outer_, row, 0) + col * arun_step_;
-            const char* xi = xb + pos * itemsize_;
-            char* yi = yb + pos * itemsize_;
-            if (arun_step_ == 1) {
-                apply_run(xi, yi, len, mask, bit);
-            } else if ((mask[bit >> 3] >> (bit & 7)) & 1u) {
-                apply_run(xi, yi, len, ones.data(), 0);
-            } else {
-                std::memset(yi, 0, size_t(len * itemsize_));
+    parallel_ranges(items, max_threads(), [&](int64_t lo, int64_t hi, int) {
+        for (int64_t item = lo; item < hi; ++item) {
+            const int64_t end = std::min(numel_, (item + 1) * kChunk);
+            for (int64_t pos = item * kChunk; pos < end;) {
+                const int64_t row = pos / arun_, col = pos % arun_;
+                const int64_t len = std::min(arun_ - col, end - pos);
+                const int64_t bit = row_start(app_outer_, row, 0) + col * arun_step_;
+                const char* xi = xb + pos * itemsize_;
+                char* yi = yb + pos * itemsize_;
+                if (arun_step_ == 1) {
+                    apply_run(xi, yi, len, mask, bit);
+                } else if ((mask[bit >> 3] >> (bit & 7)) & 1u) {
+                    apply_run(xi, yi, len, ones.data(), 0);
+                } else {
+                    std::memset(yi, 0, size_t(len * itemsize_));
+                }
+                pos += len;
             }
-            pos += len;
         }
-    }
+    });
 }
 
 }  // namespace fusebridge

@@ -1,7 +1,6 @@
 #include "fused_dropout.hpp"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <climits>
@@ -10,6 +9,7 @@
 #include <stdexcept>
 #include "checks.hpp"
 #include "dispatch.hpp"
+#include "parallel.hpp"
 #include "runtime.hpp"
 
 namespace fusebridge {
@@ -36,9 +36,10 @@ constexpr double kMinFmaPerThread = 1 << 19;
 // outputs (OpenBLAS gives each matrix of a strided batch the bits of a plain call).
 constexpr int64_t kGroupElems = 1 << 16;
 
-// per_thread floats of scratch for each of `threads` threads, allocated before their parallel
-// region: an exception (bad_alloc included) must not escape an OpenMP region, where it would
-// terminate the process. Slices are 64-byte aligned so vector loads never split cache lines.
+// per_thread floats of scratch for each of `threads` threads (a part's slot picks its slice),
+// allocated before the parallel_for: an exception (bad_alloc included) must not escape a part,
+// where it would terminate the process. Slices are 64-byte aligned so vector loads never split
+// cache lines.
 class TeamScratch {
    public:
     TeamScratch(int threads, int64_t per_thread)
@@ -159,11 +160,9 @@ void SoftmaxDropoutPrimitive::forward(const float* x, float* y, uint8_t* mask, u
         // Normalized in an L1 scratch, then dropped on the way to y: the dropout's own pass,
         // whose non-temporal stores need a whole contiguous block to align once.
         TeamScratch scratch(nt, plain ? 0 : block_rows_ * len_);
-#pragma omp parallel num_threads(nt) if (nt > 1)
-        {
-            float* buf = scratch.of(omp_get_thread_num());
-#pragma omp for schedule(static)
-            for (int64_t item = 0; item < items; ++item) {
+        parallel_ranges(items, nt, [&](int64_t lo, int64_t hi, int slot) {
+            float* buf = scratch.of(slot);
+            for (int64_t item = lo; item < hi; ++item) {
                 const int64_t r0 = item * block_rows_;
                 const int64_t rows = std::min(block_rows_, outer_ - r0);
                 const int64_t pos = r0 * len_;
@@ -174,20 +173,18 @@ void SoftmaxDropoutPrimitive::forward(const float* x, float* y, uint8_t* mask, u
                     drop_.forward_range(buf, y + pos, pos, rows * len_, mask, seed, offset);
                 }
             }
-        }
+        });
         return;
     }
     const int64_t per_outer = (inner_ + block_cols_ - 1) / block_cols_;
     const int64_t items = outer_ * per_outer;
     const int nt = softmax_team(numel, items);
     TeamScratch scratch(nt, (len_ + 2) * block_cols_);
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        float* p = scratch.of(omp_get_thread_num());
+    parallel_ranges(items, nt, [&](int64_t lo, int64_t hi, int slot) {
+        float* p = scratch.of(slot);
         float* m = p + len_ * block_cols_;
         float* s = m + block_cols_;
-#pragma omp for schedule(static)
-        for (int64_t item = 0; item < items; ++item) {
+        for (int64_t item = lo; item < hi; ++item) {
             const int64_t j0 = (item % per_outer) * block_cols_;
             const int64_t width = std::min(block_cols_, inner_ - j0);
             const int64_t base = (item / per_outer) * len_ * inner_ + j0;
@@ -200,7 +197,7 @@ void SoftmaxDropoutPrimitive::forward(const float* x, float* y, uint8_t* mask, u
                     drop_.forward_range(p + l * width, y + pos, pos, width, mask, seed, offset);
             }
         }
-    }
+    });
 }
 
 void SoftmaxDropoutPrimitive::backward(const float* dy, const float* src, bool from_x,
@@ -218,12 +215,10 @@ void SoftmaxDropoutPrimitive::backward(const float* dy, const float* src, bool f
         const int nt = softmax_team(numel, items);
         const int64_t gsize = (block_rows_ * len_ + 15) / 16 * 16;  // p after g, aligned
         TeamScratch scratch(nt, gsize + (from_x ? len_ : 0));
-#pragma omp parallel num_threads(nt) if (nt > 1)
-        {
-            float* g = scratch.of(omp_get_thread_num());
+        parallel_ranges(items, nt, [&](int64_t lo, int64_t hi, int slot) {
+            float* g = scratch.of(slot);
             float* p = g + gsize;
-#pragma omp for schedule(static)
-            for (int64_t item = 0; item < items; ++item) {
+            for (int64_t item = lo; item < hi; ++item) {
                 const int64_t r0 = item * block_rows_;
                 const int64_t rows = std::min(block_rows_, outer_ - r0);
                 dropped(dy + r0 * len_, g, r0 * len_, rows * len_);
@@ -234,7 +229,7 @@ void SoftmaxDropoutPrimitive::backward(const float* dy, const float* src, bool f
                     k_.grad_row(pr, gr, len_, k_.dot_row(gr, pr, len_), dx + r * len_);
                 }
             }
-        }
+        });
         return;
     }
     const int64_t per_outer = (inner_ + block_cols_ - 1) / block_cols_;
@@ -242,14 +237,12 @@ void SoftmaxDropoutPrimitive::backward(const float* dy, const float* src, bool f
     const int nt = softmax_team(numel, items);
     const int64_t block = len_ * block_cols_;
     TeamScratch scratch(nt, 2 * block + 2 * block_cols_);
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        float* g = scratch.of(omp_get_thread_num());
+    parallel_ranges(items, nt, [&](int64_t lo, int64_t hi, int slot) {
+        float* g = scratch.of(slot);
         float* p = g + block;
         float* m = p + block;
         float* s = m + block_cols_;
-#pragma omp for schedule(static)
-        for (int64_t item = 0; item < items; ++item) {
+        for (int64_t item = lo; item < hi; ++item) {
             const int64_t j0 = (item % per_outer) * block_cols_;
             const int64_t width = std::min(block_cols_, inner_ - j0);
             const int64_t base = (item / per_outer) * len_ * inner_ + j0;
@@ -266,7 +259,7 @@ void SoftmaxDropoutPrimitive::backward(const float* dy, const float* src, bool f
             for (int64_t l = 0; l < len_; ++l)
                 k_.grad_cols(pl + l * pstride, g + l * width, s, width, dx + base + l * inner_);
         }
-    }
+    });
 }
 
 // ---- matmul -------------------------------------------------------------------------------
@@ -408,11 +401,12 @@ void MatmulDropoutPrimitive::forward(const float* a, const float* b, const float
     const double fma =
         double(batches_) * double(m_) * double(n_) * double(std::max<int64_t>(k_dim_, 1));
     const std::vector<Tile> work = tiles(max_threads());
-    const int nt = omp_in_parallel() ? 1 : threads_for(fma, kMinFmaPerThread, int64_t(work.size()));
+    const int nt = threads_for(fma, kMinFmaPerThread, int64_t(work.size()));
     // Each tile is one single-threaded OpenBLAS call (its own pool stays at one thread).
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (size_t i = 0; i < work.size(); ++i)
-        run_tile(work[i], a, b, bias, y, mask, seed, offset);
+    parallel_ranges(int64_t(work.size()), nt, [&](int64_t lo, int64_t hi, int) {
+        for (size_t i = size_t(lo); i < size_t(hi); ++i)
+            run_tile(work[i], a, b, bias, y, mask, seed, offset);
+    });
 }
 
 }  // namespace fusebridge

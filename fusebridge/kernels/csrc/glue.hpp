@@ -13,6 +13,7 @@
 
 #include "gru.hpp"
 #include "isa.hpp"
+#include "runtime.hpp"
 
 namespace fusebridge::glue {
 
@@ -185,3 +186,15 @@ inline PackedGru pack_gru(const GruDims& m, const float* wx, const float* wh, co
 }
 
 }  // namespace fusebridge::glue
+
+// The op library holds its own copy of the kernels' settings: fusebridge.kernels hands it its
+// thread count when the library loads and at every set_num_threads
+// (kernels_library.follow_thread_count), so the process has one count whatever OMP_NUM_THREADS
+// says (Paddle sets it to 1 when imported, for its own math library). Defined here, not inline:
+// each op library has one translation unit that includes this header.
+extern "C" __attribute__((visibility("default"))) void fusebridge_set_num_threads(int n) {
+    if (n >= 1 && n <= fusebridge::thread_cap()) fusebridge::set_num_threads(n);
+}
+extern "C" __attribute__((visibility("default"))) int fusebridge_num_threads() {
+    return fusebridge::max_threads();
+}

@@ -1,7 +1,5 @@
 #include "gru.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -11,18 +9,19 @@
 
 #include "checks.hpp"
 #include "dispatch.hpp"
+#include "parallel.hpp"
 #include "runtime.hpp"
 
 namespace fusebridge {
 
 namespace {
 
-// Split by hidden units, a step ends at a barrier (microseconds on this VM): a thread joins
-// that recurrence only when it gets at least this many multiply-adds per step.
+// Split by hidden units, a step ends when all its parts are done (microseconds on this VM): a
+// thread joins that recurrence only when it gets at least this many multiply-adds per step.
 constexpr double kMinFmaPerThread = 16384;
 // Split by sentences (and directions), threads never wait for each other within a call: each
 // owns classes of at least this many sentences (a register tile's rows) and the multiply-adds
-// of the whole call make its one fork worth it. Preferred wherever the batch allows it.
+// of the whole call make handing it a unit worth it. Preferred wherever the batch allows it.
 constexpr int64_t kMinClassRows = 4;
 constexpr double kMinFmaPerOwner = 1 << 17;
 // The packed Wh a thread may stream every step and still find in its own L2 (half of this
@@ -30,7 +29,7 @@ constexpr double kMinFmaPerOwner = 1 << 17;
 // each on all threads: a thread then holds a share of one direction's weights, not of both.
 constexpr double kWeightBytesPerThread = 1 << 20;
 // Rows of one projection work item (see project()), and the multiply-adds that make waking a
-// thread for the projection (one fork, no barriers) worth it.
+// thread for the projection (one job, no steps) worth it.
 constexpr int64_t kProjectChunk = 64;
 constexpr double kMinProjectFmaPerThread = 1 << 19;
 
@@ -153,8 +152,8 @@ GruPrimitive::Owners GruPrimitive::owners(const GruPlan& p) const {
     const int64_t by_work = std::max<int64_t>(1, int64_t(fma / kMinFmaPerOwner));
     // Each owner streams its direction's whole Wh every step, past its L2 from hidden ~290 on:
     // at hidden 512 (3 MB) that ran as fast as the split by hidden units on this machine (one
-    // GRU, I=256 N=16 T=100, 2 threads: recurrence 6.9-7.4 ms either way), and it has no
-    // barrier to stall on a thread the OS took away.
+    // GRU, I=256 N=16 T=100, 2 threads: recurrence 6.9-7.4 ms either way), and no step of it
+    // waits for another thread.
     const int nt = int(std::min<int64_t>({avail, units, by_work}));
     return nt < 2 ? Owners{1, 1} : Owners{nt, classes};
 }
@@ -202,8 +201,8 @@ void GruPrimitive::forward(const GruPlan& p, const float* x, const GruWeightsVie
                                  : x + p.row_of(s, word) * d_.ic;
         };
 
-        // Threads that own sentences need no barrier; else threads split each step's hidden
-        // units (below). Either way every row's arithmetic is the same: same bits.
+        // Threads that own sentences never wait for each other; else threads split each step's
+        // hidden units (below). Either way every row's arithmetic is the same: same bits.
         const Owners own = owners(p);
         const int64_t classes = own.classes;
         for (int64_t d = 0; d < D; ++d) {
@@ -225,69 +224,63 @@ void GruPrimitive::forward(const GruPlan& p, const float* x, const GruWeightsVie
         }
 
         const int passes = d_.linear_before_reset ? 1 : 2;
-        // Directions [d0, d0 + nd), sentence class c, step by step on nt threads.
-        auto run = [&](int64_t d0, int64_t nd, int64_t c, int tid, int nt) {
-            for (int64_t t = 0; t < max_len; ++t) {
-                const int64_t rows = class_rows(p.active_[t], c, classes);
-                if (rows == 0) break;  // the longest sentences come first
-                const int64_t off = class_offset(p.active_[t], c, classes);
-                // Scratch rows of the class as at step 0 (its most): owners run steps apart,
-                // so per-step offsets would overlap another class's rows of another step.
-                const int64_t scratch = d0 * n + class_offset(p.active_[0], c, classes);
-                for (int pass = 0; pass < passes; ++pass) {
-                    const GruTile<GruStep> tile_fn = d_.linear_before_reset ? k_.lbr
-                                                     : pass == 0 ? k_.update_reset
-                                                                 : k_.candidate;
-                    const int64_t tr = tile_fn.rows, tiles = (rows + tr - 1) / tr;
-                    // Few active rows: two blocks an item (more independent sums), same bits.
-                    const int64_t nb = rows <= tile_fn.pair_rows ? 2 : 1;
-                    const int64_t per_dir = tiles * ((blocks_ + nb - 1) / nb), items = nd * per_dir;
-                    const int64_t lo = items * tid / nt, hi = items * (tid + 1) / nt;
-                    // Consecutive items share a weight block, so a thread keeps its blocks hot.
-                    for (int64_t it = lo; it < hi; ++it) {
-                        const int64_t d = d0 + it / per_dir, block = it % per_dir / tiles * nb;
-                        const int64_t tile = it % tiles, q = d * words + p.first_[t] + off;
-                        const GruStep st{OC,
-                                         ocp_,
-                                         hprev + q,
-                                         hout + q,
-                                         grow + q,
-                                         w.wh + d * blocks_ * OC * kGruPackStride,
-                                         w.bx + d * 3 * ocp_,
-                                         w.bhc + d * ocp_,
-                                         u + (scratch + (d - d0) * n) * ocp_,
-                                         rh + (scratch + (d - d0) * n) * ocp_,
-                                         d_.act,
-                                         d_.gate,
-                                         d_.origin_mode};
-                        const auto fn = nb == 2 && block + 1 < blocks_ ? tile_fn.pair : tile_fn.fn;
-                        fn(st, tile * tr, std::min(tr, rows - tile * tr), block);
-                    }
-                    if (nt > 1) {
-#pragma omp barrier
-                    }
-                }
+        // Pass `pass` of step t of directions [d0, d0 + nd), sentence class c: part `part` of
+        // `parts` (a contiguous range of the pass's items).
+        auto pass_part = [&](int64_t d0, int64_t nd, int64_t c, int64_t t, int pass, int64_t part,
+                             int64_t parts) {
+            const int64_t rows = class_rows(p.active_[t], c, classes);
+            const int64_t off = class_offset(p.active_[t], c, classes);
+            // Scratch rows of the class as at step 0 (its most): owners run steps apart, so
+            // per-step offsets would overlap another class's rows of another step.
+            const int64_t scratch = d0 * n + class_offset(p.active_[0], c, classes);
+            const GruTile<GruStep> tile_fn = d_.linear_before_reset ? k_.lbr
+                                             : pass == 0            ? k_.update_reset
+                                                                    : k_.candidate;
+            const int64_t tr = tile_fn.rows, tiles = (rows + tr - 1) / tr;
+            // Few active rows: two blocks an item (more independent sums), same bits.
+            const int64_t nb = rows <= tile_fn.pair_rows ? 2 : 1;
+            const int64_t per_dir = tiles * ((blocks_ + nb - 1) / nb);
+            const auto [lo, hi] = part_range(nd * per_dir, part, parts);
+            // Consecutive items share a weight block, so a thread keeps its blocks hot.
+            for (int64_t it = lo; it < hi; ++it) {
+                const int64_t d = d0 + it / per_dir, block = it % per_dir / tiles * nb;
+                const int64_t tile = it % tiles, q = d * words + p.first_[t] + off;
+                const GruStep st{OC,
+                                 ocp_,
+                                 hprev + q,
+                                 hout + q,
+                                 grow + q,
+                                 w.wh + d * blocks_ * OC * kGruPackStride,
+                                 w.bx + d * 3 * ocp_,
+                                 w.bhc + d * ocp_,
+                                 u + (scratch + (d - d0) * n) * ocp_,
+                                 rh + (scratch + (d - d0) * n) * ocp_,
+                                 d_.act,
+                                 d_.gate,
+                                 d_.origin_mode};
+                const auto fn = nb == 2 && block + 1 < blocks_ ? tile_fn.pair : tile_fn.fn;
+                fn(st, tile * tr, std::min(tr, rows - tile * tr), block);
             }
         };
-        auto launch = [&](int64_t d0, int64_t nd) {
-            const int nt = threads_for_recurrence(p, nd);
-            if (nt > 1) {
-#pragma omp parallel num_threads(nt)
-                run(d0, nd, 0, omp_get_thread_num(), omp_get_num_threads());
-            } else {
-                run(d0, nd, 0, 0, 1);
-            }
+        // Directions [d0, d0 + nd), sentence class c, step by step; each pass cut into `parts`
+        // parts for as many threads, all done before the next pass begins.
+        auto run = [&](int64_t d0, int64_t nd, int64_t c, int parts) {
+            // The longest sentences come first: a class ends at its first empty step.
+            for (int64_t t = 0; t < max_len && class_rows(p.active_[t], c, classes) > 0; ++t)
+                for (int pass = 0; pass < passes; ++pass)
+                    parallel_for(parts, parts, [&](int64_t part, int) {
+                        pass_part(d0, nd, c, t, pass, part, parts);
+                    });
         };
         const double wh_bytes = double(ocp_) * OC * 3 * sizeof(float);
         if (own.threads > 1) {
-            // Unit (d, c) on thread unit % threads: each thread alone on its rows, no barrier.
-#pragma omp parallel num_threads(own.threads)
-            for (int64_t unit = omp_get_thread_num(); unit < D * classes; unit += own.threads)
-                run(unit / classes, 1, unit % classes, 0, 1);
+            // Unit (d, c) on one thread, alone on its rows from the first step to the last.
+            parallel_for(D * classes, own.threads,
+                         [&](int64_t unit, int) { run(unit / classes, 1, unit % classes, 1); });
         } else if (D * wh_bytes <= kWeightBytesPerThread * threads_for_recurrence(p, D)) {
-            launch(0, D);
+            run(0, D, 0, threads_for_recurrence(p, D));
         } else {
-            for (int64_t d = 0; d < D; ++d) launch(d, 1);
+            for (int64_t d = 0; d < D; ++d) run(d, 1, 0, threads_for_recurrence(p, 1));
         }
     }
 
@@ -318,15 +311,17 @@ void GruPrimitive::project(const GruPlan& p, const float* const* xrow, const flo
     const int nt = int(std::min<double>(
         {double(max_threads()), double(items), std::max(1.0, fma / kMinProjectFmaPerThread)}));
     const int64_t tr = k_.project.rows;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-    for (int64_t item = 0; item < items; ++item) {
-        const int64_t chunk = item / (D * blocks_), d = item / blocks_ % D, block = item % blocks_;
-        const GruProjection p{d_.ic, d_.oc, xrow, gproj + d * G3, D * G3,
-                              wx + d * blocks_ * d_.ic * kGruPackStride};
-        const int64_t end = std::min(words, (chunk + 1) * kProjectChunk);
-        for (int64_t r = chunk * kProjectChunk; r < end; r += tr)
-            k_.project.fn(p, r, std::min(tr, end - r), block);
-    }
+    parallel_ranges(items, nt, [&](int64_t lo, int64_t hi, int) {
+        for (int64_t item = lo; item < hi; ++item) {
+            const int64_t chunk = item / (D * blocks_), d = item / blocks_ % D;
+            const int64_t block = item % blocks_;
+            const GruProjection p{d_.ic, d_.oc, xrow, gproj + d * G3, D * G3,
+                                  wx + d * blocks_ * d_.ic * kGruPackStride};
+            const int64_t end = std::min(words, (chunk + 1) * kProjectChunk);
+            for (int64_t r = chunk * kProjectChunk; r < end; r += tr)
+                k_.project.fn(p, r, std::min(tr, end - r), block);
+        }
+    });
 }
 
 void pack_gru_blocks(const float* w, int64_t directions, int64_t k, int64_t oc, float* out) {

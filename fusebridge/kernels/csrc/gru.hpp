@@ -96,8 +96,8 @@ class GruPrimitive {
 
    private:
     // Threads that each own (direction, sentence class) units of the recurrence: threads > 1
-    // when the batch has classes of kMinClassRows sentences and the call enough work for the
-    // fork; else {1, 1} (the split by hidden units, a barrier a step).
+    // when the batch has classes of kMinClassRows sentences and the call enough work to hand
+    // out; else {1, 1} (the split by hidden units, every step's parts done before the next).
     struct Owners {
         int threads;
         int64_t classes;

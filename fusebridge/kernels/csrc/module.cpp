@@ -11,8 +11,6 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -26,6 +24,7 @@
 #include "dropout.hpp"
 #include "fused_dropout.hpp"
 #include "gru.hpp"
+#include "parallel.hpp"
 #include "philox.hpp"
 #include "runtime.hpp"
 
@@ -392,13 +391,12 @@ NB_MODULE(_C, m) {
     m.def("set_num_threads", &set_num_threads, "n"_a);
     m.def("max_threads", &max_threads);
     m.def("thread_cap", &thread_cap);
-    // The size of a team the kernels start from the calling thread (fusebridge info, tests).
+    // The threads a kernel's job may use from the calling thread, its pool's workers started
+    // (fusebridge info, tests).
     m.def("team_size", [] {
-        int size = 1;
-#pragma omp parallel num_threads(max_threads())
-#pragma omp single
-        size = omp_get_num_threads();
-        return size;
+        const int threads = max_threads();
+        parallel_for(threads, threads, [](int64_t, int) {});
+        return std::min(threads, 1 + pool_workers());
     });
     m.def("blas_threads", &blas_threads);
     m.def("blas_config", &blas_config);

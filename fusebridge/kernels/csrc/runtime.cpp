@@ -1,43 +1,56 @@
 #include "runtime.hpp"
 
 #include <cblas.h>
-#include <omp.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
+#include "parallel.hpp"
+
 namespace fusebridge {
 
-// libgomp starts a team's threads when a parallel region begins and ends the process when one
-// cannot be created (pthread_create failing for want of address space or of a thread quota):
-// with glibc's default 8 MiB stacks, 512 threads already exhaust a 4 GiB address space. No
-// kernel gains from more threads than cores (each splits its work by shape), so the cap is the
-// cores, or up to 8 times them (oversubscription, for experiments) while that stays within 256
-// threads (2 GiB of stacks); never above OpenMP's own limit (OMP_THREAD_LIMIT).
+namespace {
+int usable_cores() {
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof(set), &set) == 0 ? std::max(1, CPU_COUNT(&set)) : 1;
+}
+}  // namespace
+
+// No kernel gains from more threads than cores (each splits its work by shape), so the cap is
+// the cores, or up to 8 times them (oversubscription, for experiments) while that stays within
+// 256 threads (2 GiB of the default 8 MiB stacks).
 int thread_cap() {
-    const int procs = omp_get_num_procs();
-    return std::min(omp_get_thread_limit(), std::max(procs, std::min(8 * procs, 256)));
+    const int procs = usable_cores();
+    return std::max(procs, std::min(8 * procs, 256));
 }
 
 namespace {
-// OMP_NUM_THREADS or the cores, at load; a larger OMP_NUM_THREADS is lowered to the cap (no
-// result depends on the thread count, and the first region would end the process otherwise).
-std::atomic<int> g_threads{std::min(omp_get_max_threads(), thread_cap())};
+// OMP_NUM_THREADS (the variable users set for every threaded library; its first count) or the
+// cores, at load; a count past the cap is lowered to it, an unreadable one ignored.
+int default_threads() {
+    const char* env = std::getenv("OMP_NUM_THREADS");
+    char* end = nullptr;
+    const long n = env ? std::strtol(env, &end, 10) : 0;
+    if (n >= 1 && end != env && (*end == '\0' || *end == ',')) return int(std::min<long>(n, thread_cap()));
+    return usable_cores();
+}
+std::atomic<int> g_threads{default_threads()};
 }  // namespace
 
 // OpenBLAS's own pthread pool stays at one thread: its workers spin after each call and would
-// fight the OpenMP threads of the kernels for the same cores. Parallel BLAS work runs instead as
-// pieces on the OpenMP threads, each piece a single-threaded OpenBLAS call.
+// fight the kernels' pool (parallel.hpp) for the same cores. Parallel BLAS work runs instead as
+// pieces on the pool, each piece a single-threaded OpenBLAS call.
 void set_num_threads(int n) {
     if (n < 1 || n > thread_cap())
         throw std::invalid_argument("set_num_threads: n must lie in [1, " +
                                     std::to_string(thread_cap()) + "], got " +
                                     std::to_string(n));
     g_threads.store(n);
-    omp_set_num_threads(n);  // also for OpenMP code of others that runs on this thread
     scipy_openblas_set_num_threads(1);
 }
 
@@ -71,13 +84,12 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, const f
     };
     if (m == 0 || n == 0) return;
     const double fma = double(m) * double(n) * double(k);
-    const int nt = omp_in_parallel()
-                       ? 1
-                       : int(std::min<double>({double(max_threads()), double(pieces),
-                                               std::max(1.0, fma / kMinGemmFmaPerThread)}));
-    // Row pieces innermost: consecutive pieces of one thread share B's column panel.
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-    for (int64_t i = 0; i < pieces; ++i) piece(i);
+    const int nt = int(std::min<double>(
+        {double(max_threads()), double(pieces), std::max(1.0, fma / kMinGemmFmaPerThread)}));
+    // Row pieces innermost: consecutive pieces of one range share B's column panel.
+    parallel_ranges(pieces, nt, [&](int64_t begin, int64_t end, int) {
+        for (int64_t i = begin; i < end; ++i) piece(i);
+    });
 }
 
 }  // namespace fusebridge

@@ -1,13 +1,13 @@
-// Process-wide settings of the compiled core: threads (OpenMP and OpenBLAS together) and BLAS.
+// Process-wide settings of the compiled core: threads (the kernels' pool and OpenBLAS together)
+// and BLAS.
 #pragma once
 #include <cstdint>
 #include <string>
 
 namespace fusebridge {
 
-// OpenMP's own setting (omp_set_num_threads) belongs to the calling thread, so a Session used
-// from a thread pool would run with another count. The count lives here instead, for the whole
-// process, and every parallel region names it (num_threads(max_threads())).
+// One count for the whole process (a Session used from a thread pool runs with it too); every
+// parallel_for of the kernels (parallel.hpp) asks for at most max_threads() threads.
 void set_num_threads(int n);  // n in [1, thread_cap()]; OpenBLAS's pool stays at 1 (runtime.cpp)
 int max_threads();
 int thread_cap();  // the most threads set_num_threads accepts (why: runtime.cpp)

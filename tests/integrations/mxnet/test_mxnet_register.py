@@ -54,7 +54,7 @@ DROPOUT_CASES = [
     ((3, 5, 7), 0.7, (0, 2), 9, 1),
     ((2, 3, 4, 5), 0.1, (-1,), 2**64 - 1, 2**63 + 5),
     ((2, 3, 4, 5), 0.9, (), -1, 3),  # seed -1 is the pattern 2^64 - 1
-    ((300, 101), 0.25, (), 77, 2**33),  # several work chunks, OpenMP threads
+    ((300, 101), 0.25, (), 77, 2**33),  # several work chunks, the kernels' threads
     ((300, 101), 0.25, (0,), 77, 2**33),
     ((4, 6), 0.0, (), 1, 0),
     ((4, 6), 1.0, (), 1, 0),
@@ -297,6 +297,16 @@ def test_register_twice_returns_the_loaded_library(library, capfd):
     assert register() == library
     assert register(force_rebuild=True) == library  # MXNet cannot unload: nothing to redo
     assert "building" not in capfd.readouterr().err
+
+
+def test_the_library_follows_the_kernels_thread_count(library, threads):
+    """The library's copy of the kernels has its own thread count: set_num_threads sets both."""
+    import ctypes
+
+    count = ctypes.CDLL(str(library)).fusebridge_num_threads
+    for n in (2, 1, 3):
+        threads(n)
+        assert count() == n
 
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess:

@@ -215,6 +215,18 @@ def test_register_is_once_per_process(ops, tmp_path):
     assert not (tmp_path / "elsewhere").exists()
 
 
+def test_the_library_follows_the_kernels_thread_count(ops, threads):
+    """The library's copy of the kernels has its own thread count, which Paddle's import would
+    leave at 1 (it sets OMP_NUM_THREADS=1): set_num_threads sets both."""
+    import ctypes
+
+    so = next(p.split()[-1] for p in open("/proc/self/maps") if "fusebridge_paddle_ops.so" in p)
+    library = ctypes.CDLL(so)
+    for n in (2, 1, 3):
+        threads(n)
+        assert library.fusebridge_num_threads() == n
+
+
 @pytest.mark.parametrize(
     ("shape", "axis", "save_mask"), [((4, 9), -1, True), ((3, 5, 6), 1, False)]
 )
@@ -242,14 +254,14 @@ def test_softmax_dropout_is_the_kernels_and_paddles_gradient(ops, shape, axis, s
     np.testing.assert_allclose(xt.grad.numpy(), xp.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_two_openmp_runtimes_in_one_process_give_the_kernels_bits(ops):
-    """Paddle brings Intel's OpenMP (libiomp5, for MKL and oneDNN), our kernels GNU's
-    (libgomp): both are loaded, each with its own pool. Paddle's threaded ops and ours,
-    interleaved, give the results each gives alone."""
+def test_paddles_openmp_and_our_pool_in_one_process_give_the_kernels_bits(ops):
+    """Paddle brings Intel's OpenMP (libiomp5, for MKL and oneDNN), our kernels their own pool
+    (csrc/parallel.hpp): both are loaded, each with its own threads. Paddle's threaded ops and
+    ours, interleaved, give the results each gives alone."""
     import paddle
 
     maps = open("/proc/self/maps").read()
-    assert "libiomp5" in maps and "libgomp" in maps
+    assert "libiomp5" in maps
     rng = np.random.default_rng(7)
     a = rng.standard_normal((256, 256)).astype(np.float32)
     x = rng.standard_normal((64, 300)).astype(np.float32)

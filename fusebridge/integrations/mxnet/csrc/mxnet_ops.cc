@@ -24,8 +24,6 @@
 // What lib_api v11 in MXNet 1.9.1 does not give an op: its OpReqType (so a gradient under
 // grad_req='add' is overwritten, not accumulated), whether autograd is training (hence the
 // is_test attribute), and any input of unknown shape (its bridge fails before calling us).
-#include <omp.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -526,7 +524,7 @@ REGISTER_OP(fusebridge_fusion_gru)
 
 // Called by mx.library.load: picks the instruction set (FUSEBRIDGE_ISA may lower it, as for
 // fusebridge.kernels) and parks OpenBLAS's own thread pool at one thread, as
-// fusebridge.kernels does: GEMMs run as row slices on the OpenMP threads instead.
+// fusebridge.kernels does: GEMMs run as row slices on the kernels' pool instead.
 MXReturnValue initialize(int version) {
     if (version < 10900) {
         clear_messages();
@@ -540,6 +538,6 @@ MXReturnValue initialize(int version) {
         MX_ERROR_MSG << e.what();
         return MX_FAIL;
     }
-    fb::set_num_threads(omp_get_max_threads());
+    fb::set_num_threads(fb::max_threads());
     return MX_SUCCESS;
 }

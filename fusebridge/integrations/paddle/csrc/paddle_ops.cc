@@ -28,8 +28,6 @@
 //
 // Errors are Paddle errors (PD_THROW) naming the op and the input or attribute.
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -61,7 +59,7 @@ constexpr const char* kGru = "fusebridge_fusion_gru";
 constexpr int64_t kStreamMinBytes = int64_t(8) << 20;
 
 // The instruction set (FUSEBRIDGE_ISA may lower it, as for fusebridge.kernels) and the thread
-// count, set once: OpenBLAS's pool parks at one thread, GEMMs run on our OpenMP threads.
+// count, set once: OpenBLAS's pool parks at one thread, GEMMs run on the kernels' pool.
 fb::Isa isa() {
     static std::once_flag once;
     static fb::Isa chosen = fb::Isa::scalar;
@@ -72,7 +70,7 @@ fb::Isa isa() {
         } catch (const glue::GlueError& e) {
             error = e.what();
         }
-        fb::set_num_threads(omp_get_max_threads());
+        fb::set_num_threads(fb::max_threads());
     });
     if (!error.empty()) PD_THROW(error);
     return chosen;

@@ -1,0 +1,62 @@
+// The kernels' threads: one pool for the process, whose workers claim parts of a job; the
+// calling thread never waits for a worker that has not started.
+//
+// Why not OpenMP (which the kernels used before): a parallel region ends at a barrier that every
+// thread of the team must reach, so one worker the OS has not scheduled yet holds the whole call.
+// On a VM a worker asleep for 100 ms took 10 ms to wake (the host had parked its vCPU): the
+// first call after idle cost 11 ms instead of 0.1. Another runtime's spinning pool on the same
+// cores (ONNX Runtime spins about 40 ms after a run) stalls the barriers the same way. Here the
+// caller works through the parts itself while the workers wake, and a worker that arrives late
+// finds nothing left (as in Eigen's and ONNX Runtime's pools). Which thread computes a part
+// never changes a bit of it: kernels cut their work by shapes.
+#pragma once
+#include <cstdint>
+#include <utility>
+
+namespace fusebridge {
+
+namespace detail {
+using PartFn = void (*)(const void* ctx, int64_t part, int slot);
+void run_parts(int64_t parts, int threads, PartFn fn, const void* ctx);
+}  // namespace detail
+
+// Calls fn(part, slot) once for every part in [0, parts), on at most `threads` threads: the
+// caller (slot 0) and pool workers (slots 1 .. threads-1), each taking the next part nobody has
+// taken. Returns when all are done. Runs on the caller alone when threads or parts are <= 1,
+// inside another parallel_for (nesting), or while another thread's job holds the pool (two
+// Python threads in kernels at once share the cores instead of oversubscribing them). fn must
+// not throw: an exception ends the process, as one leaving an OpenMP region does.
+template <class F>
+void parallel_for(int64_t parts, int threads, const F& fn) {
+    detail::run_parts(
+        parts, threads,
+        [](const void* ctx, int64_t part, int slot) noexcept {
+            (*static_cast<const F*>(ctx))(part, slot);
+        },
+        &fn);
+}
+
+// [begin, end) of part p of `items` cut into `parts` contiguous parts of near-equal size.
+inline std::pair<int64_t, int64_t> part_range(int64_t items, int64_t p, int64_t parts) {
+    return {items * p / parts, items * (p + 1) / parts};
+}
+
+// fn(begin, end, slot) over [0, items) in min(threads, items) contiguous ranges, as OpenMP's
+// static schedule cuts a loop: a thread keeps neighbouring items (and their data) together.
+template <class F>
+void parallel_ranges(int64_t items, int threads, const F& fn) {
+    const int64_t parts = items < threads ? items : threads;
+    if (parts <= 1) {
+        if (items > 0) fn(int64_t(0), items, 0);
+        return;
+    }
+    parallel_for(parts, int(parts), [&](int64_t p, int slot) {
+        const auto [begin, end] = part_range(items, p, parts);
+        fn(begin, end, slot);
+    });
+}
+
+// Worker threads started so far (each starts at the first job that wants it).
+int pool_workers();
+
+}  // namespace fusebridge
