@@ -10,6 +10,8 @@ Transpose (1, 0, 2) before the GRU and one after. The passes here, in pipeline o
 - transpose_pairs (onnxscript's transpose_transpose and no_op_transpose rules): the import's
   Transpose and the exporter's cancel;
 - gru_output_squeeze, gru_output_round_trip: what is left of the round trip goes;
+- reshape_pairs: two Reshapes in a row that are left (an exporter's constant target shape)
+  become one;
 - gru_input_layout: Transpose (1, 0, 2) -> FusionGRU in one layout becomes the FusionGRU in the
   other, with a Transpose after it (Y has X's layout), which gru_layout_transposes
   (transpose_pairs again) cancels against a batch_first output Transpose, or the next GRU of a
@@ -24,7 +26,11 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter import RewriteRuleSet
 from onnxscript.rewriter._basics import MatchResult
-from onnxscript.rewriter.rules.common._basic_rules import TransposeIdentity, TransposeTranspose
+from onnxscript.rewriter.rules.common._basic_rules import (
+    ReshapeReshape,
+    TransposeIdentity,
+    TransposeTranspose,
+)
 
 from fusebridge import conventions, ops
 from fusebridge.fuse_passes.passes import FusePass, tidy_after_rewrite
@@ -61,6 +67,15 @@ class _TransposeIdentity(TransposeIdentity):
         return _permutation_of_rank(x, perm) and super().check(context, x, perm)
 
 
+class _ReshapeReshape(ReshapeReshape):
+    def check(self, context, x, shape_ignored, shape) -> MatchResult:
+        # What the rule takes for granted: the outer target a 1-D integer constant.
+        value = shape.const_value
+        if value is None or len(value.shape) != 1 or not value.dtype.is_integer():
+            return MatchResult().fail("the second Reshape's shape is not a 1-D integer constant")
+        return super().check(context, x, shape_ignored, shape)
+
+
 class TransposePairs(FusePass):
     """onnxscript's basic rules on Transposes (transpose_transpose, no_op_transpose), with the
     perms checked first (_permutation_of_rank): two in a row become one (none where their perms
@@ -71,11 +86,24 @@ class TransposePairs(FusePass):
         self.name = name
         self.runs_after = runs_after or {}
 
+    def rules(self) -> RewriteRuleSet:
+        return RewriteRuleSet([_TransposeTranspose.rule(), _TransposeIdentity.rule()])
+
     def run(self, model: ir.Model) -> PassReport:
-        rules = RewriteRuleSet([_TransposeTranspose.rule(), _TransposeIdentity.rule()])
-        count = rules.apply_to_model(model)
+        count = self.rules().apply_to_model(model)
         tidy_after_rewrite(model.graph)
         return PassReport(self.name, count > 0, count)
+
+
+class ReshapePairs(TransposePairs):
+    """onnxscript's reshape_reshape: Reshape(Reshape(x, s1), s2) -> Reshape(x, s2) for a constant
+    s2 (a 0 copying a dim of the middle shape is resolved from it, or refused). What is left of
+    the exporters' output chains where gru_output_round_trip cannot drop them (torch's dynamo
+    export reshapes to a constant [T, -1, OC]): one Reshape instead of two, in a Session's ONNX
+    Runtime partitions too."""
+
+    def rules(self) -> RewriteRuleSet:
+        return RewriteRuleSet([_ReshapeReshape.rule()])
 
 
 def _padded_gru(value: ir.Value) -> tuple[ir.Node | None, str]:
@@ -179,15 +207,15 @@ class GRUOutputRoundTrip(_GRUOutputChain):
         d, oc = _split_shape(gru)[2:]
         dims = _ints(target)
         reason = self.refuse_split(y, split)
-        if reshape.attributes.get_int("allowzero", 0):
-            reason = f"the Reshape {reshape.name!r} has allowzero 1 (a 0 is a size, not a copy)"
-        elif dims is None:
+        if dims is None:
             source = target.producer()
             made = f"by {source.op_type} {source.name!r}" if source is not None else "at run time"
             reason = (
                 f"the target shape {target.name!r} of Reshape {reshape.name!r} is computed "
                 f"({made}), not a constant [0, 0, {d * oc}]"
             )
+        elif reshape.attributes.get_int("allowzero", 0) and 0 in dims:
+            reason = f"the Reshape {reshape.name!r} has allowzero 1 (a 0 is a size, not a copy)"
         elif dims not in ([0, 0, -1], [0, 0, d * oc]):
             reason = f"the Reshape {reshape.name!r} is to {dims}, not back to [0, 0, {d * oc}]"
         return self.refuse(reshape, reason) if reason else self.accept()

@@ -31,6 +31,7 @@ from fusebridge.fuse_passes.gru import (
 from fusebridge.fuse_passes.gru_layout import (
     GRUOutputRoundTrip,
     GRUOutputSqueeze,
+    ReshapePairs,
     TransposedGRUInput,
     TransposePairs,
 )
@@ -88,6 +89,10 @@ INFERENCE_RULES = (
     TransposePairs("transpose_pairs"),
     GRUOutputSqueeze,
     GRUOutputRoundTrip,
+    ReshapePairs(
+        "reshape_pairs",
+        {"gru_output_round_trip": "it drops the import's Reshape pair where that gives Y back"},
+    ),
     TransposedGRUInput,
     TransposePairs(
         "gru_layout_transposes",

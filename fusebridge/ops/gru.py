@@ -253,7 +253,7 @@ def lower(op, node: ir.Node) -> list[ir.Value]:
     b = op.const(np.concatenate([bias, bias_h], axis=1).astype(np.float32), "B")
     if attrs.layout == "ntc":
         x = op.Transpose(x, perm=[1, 0, 2])
-    if h0 is not None:
+    if h0 is not None and (h0.shape is None or len(h0.shape) != 3):  # [N, OC] of one direction
         h0 = op.Reshape(h0, op.ints([d, -1, oc], "h0_shape"))
     if lengths is not None and lengths.dtype != ir.DataType.INT32:
         lengths = op.Cast(lengths, to=ir.DataType.INT32)
