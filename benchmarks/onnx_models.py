@@ -6,16 +6,20 @@ Models: the look-alikes of tests/fixtures/onnx/shipped (manifest.json). Rows, ea
 manifest gives it: batch 1 (one sequence), per frame (a streaming model called once per frame,
 its state fed back; one timed call is a sequence of frames), batch 16 (padded; unequal lengths
 fed as sequence_lens where the model takes them). Every row's outputs are checked against ONNX
-Runtime first. The ratio is ORT's median over rounds / fusebridge's (> 1: fusebridge faster);
-the target is >= 0.95 on every row and >= 1.5 on unequal lengths. The last column is what the
-Session adds per run to ONNX Runtime's own `run` where every node stays in ORT."""
+Runtime first. The peers take turns in blocks, each block after SETTLE of idle (`--settle`;
+0: back to back, where each block runs against the other's spinning threads); every call is
+timed alone. The ratio is ORT's median call / fusebridge's (> 1: fusebridge faster), a block's
+first call apart (after idle: pools asleep, caches cooled); the target is >= 0.95 on every row
+and >= 1.5 on unequal lengths. The last column is what the Session adds per run to ONNX
+Runtime's own `run` where every node stays in ORT."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -43,29 +47,64 @@ def streamed(run: Callable[[dict], dict], frames: list[dict], state: list) -> Ca
     return go
 
 
+# Seconds of idle before each timed block: longer than ONNX Runtime's workers spin after a run
+# (about 40 ms of CPU on this VM, measured) and than the kernels' pool, so neither peer's block runs
+# against the other's spinning threads, as each runs on a user's machine. 0: back to back.
+SETTLE = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """Median seconds of one call: steady = every call of a block but its first, cold = the
+    first call of each block (after SETTLE of idle: pools asleep, caches cooled)."""
+
+    steady: float
+    cold: float
+
+
 def interleaved(
-    ours: Callable, theirs: Callable, rounds: int, calls: int, settle: float = 0.0
-) -> tuple[float, float]:
-    """Median seconds per call of each, the two taking turns round by round, who goes first
-    alternating: ONNX Runtime's threads spin for a while after a run, and on 2 cores whoever
-    runs right after the other peer pays for it. settle > 0: that many seconds of sleep before
-    each block, so that neither peer's threads still spin when the other's block starts."""
-    times: dict[int, list[float]] = {0: [], 1: []}
-    for fn in (ours, theirs):
+    peers: Sequence[Callable[[], object]], rounds: int, calls: int, settle: float = SETTLE
+) -> list[Timing]:
+    """Each peer's Timing, the peers taking turns round by round, who goes first rotating: a
+    block is `settle` seconds of sleep, then 1 + calls calls, each timed on its own."""
+    steady: list[list[float]] = [[] for _ in peers]
+    cold: list[list[float]] = [[] for _ in peers]
+    for fn in peers:
         fn()  # warm-up
     for r in range(rounds):
-        order = [(0, ours), (1, theirs)]
-        for k, fn in order if r % 2 == 0 else order[::-1]:
+        for k in [(r + j) % len(peers) for j in range(len(peers))]:
             if settle:
                 time.sleep(settle)
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            times[k].append((time.perf_counter() - t0) / calls)
-    return statistics.median(times[0]), statistics.median(times[1])
+            for c in range(calls + 1):
+                t0 = time.perf_counter()
+                peers[k]()
+                (steady[k] if c else cold[k]).append(time.perf_counter() - t0)
+    return [Timing(statistics.median(s), statistics.median(c)) for s, c in zip(steady, cold)]
 
 
-def run(quick: bool = False, threads: int = 2, settle: float = 0.0) -> str:
+def timing_cells(ours: Timing, theirs: Timing) -> list[str]:
+    """fusebridge ms, ORT ms, ratio; the same for the first call of a block."""
+    return [
+        f"{1e3 * ours.steady:.3f}",
+        f"{1e3 * theirs.steady:.3f}",
+        f"{theirs.steady / ours.steady:.2f}x",
+        f"{1e3 * ours.cold:.3f} / {1e3 * theirs.cold:.3f}",
+        f"{theirs.cold / ours.cold:.2f}x",
+    ]
+
+
+def timing_header(settle: float) -> list[str]:
+    first = "first call after idle" if settle else "first call after the other's block"
+    return [
+        "fusebridge ms",
+        "ORT ms",
+        "ORT / fusebridge",
+        f"{first}: fusebridge / ORT ms",
+        "ratio",
+    ]
+
+
+def run(quick: bool = False, threads: int = 2, settle: float = SETTLE) -> str:
     import fusebridge as fb
 
     fb.kernels.set_num_threads(threads)
@@ -108,7 +147,7 @@ def run(quick: bool = False, threads: int = 2, settle: float = 0.0) -> str:
 
                 if row == "batch16" and entry.get("lengths"):
                     label += ", unequal lengths (sequence_lens)"
-            t_ours, t_ort = interleaved(ours, theirs, rounds, calls, settle)
+            t_ours, t_ort = interleaved([ours, theirs], rounds, calls, settle)
             kernels = sum(d.on_kernel for d in placed)
             all_ort = not kernels and row != "frame"
             rows.append(
@@ -116,9 +155,7 @@ def run(quick: bool = False, threads: int = 2, settle: float = 0.0) -> str:
                     name,
                     label,
                     f"{kernels}/{len(placed)}",
-                    f"{1e3 * t_ours:.3f}",
-                    f"{1e3 * t_ort:.3f}",
-                    f"{t_ort / t_ours:.2f}x",
+                    *timing_cells(t_ours, t_ort),
                     overhead(session, f) if all_ort else "",
                 ]
             )
@@ -126,24 +163,22 @@ def run(quick: bool = False, threads: int = 2, settle: float = 0.0) -> str:
         "model",
         "row",
         "nodes on our kernels",
-        "fusebridge ms",
-        "ORT ms",
-        "ORT / fusebridge",
+        *timing_header(settle),
         "Session adds (us/run)",
     ]
     return "\n".join(
         [
             "## ONNX models as shipped: fusebridge vs plain ONNX Runtime",
             "",
-            f"{threads} thread(s) for both; median of {rounds} interleaved rounds of {calls} "
-            f"calls{_settled(settle)}; batch rows of {shipped.BATCH16_LENGTHS[0]} steps.",
+            f"{threads} thread(s) for both; {_method(rounds, calls, settle)}; batch rows of "
+            f"{shipped.BATCH16_LENGTHS[0]} steps.",
             "",
             markdown_table(header, rows),
         ]
     )
 
 
-def full_size(threads: int = 2, quick: bool = False, settle: float = 0.0) -> str:
+def full_size(threads: int = 2, quick: bool = False, settle: float = SETTLE) -> str:
     """The speech look-alike at the shipped sizes (257 bins, GRUs of hidden 256 and 512, 100
     frames), exported by torch's legacy exporter at opset 12 into a temporary folder (torch
     needed: the bench extra): `python -m benchmarks.onnx_models --full-size`."""
@@ -194,29 +229,19 @@ def full_size(threads: int = 2, quick: bool = False, settle: float = 0.0) -> str
                 err = shipped.max_scaled_error(session.run(f)["mask"], want)
                 assert err < shipped.TOLERANCE, (label, err)
                 t_ours, t_ort = interleaved(
-                    lambda f=f, s=session: s.run(f),
-                    lambda f=f, p=plain: p.run(None, f),
+                    [lambda f=f, s=session: s.run(f), lambda f=f, p=plain: p.run(None, f)],
                     rounds,
                     calls,
                     settle,
                 )
                 kernels = sum(d.on_kernel for d in session.explain(f))
-                rows.append(
-                    [
-                        label,
-                        f"{kernels}/2",
-                        f"{1e3 * t_ours:.2f}",
-                        f"{1e3 * t_ort:.2f}",
-                        f"{t_ort / t_ours:.2f}x",
-                    ]
-                )
-    header = ["row", "GRUs on our kernels", "fusebridge ms", "ORT ms", "ORT / fusebridge"]
+                rows.append([label, f"{kernels}/2", *timing_cells(t_ours, t_ort)])
+    header = ["row", "GRUs on our kernels", *timing_header(settle)]
     return "\n".join(
         [
             "## The speech look-alike at shipped sizes (hidden 256 and 512, 257 bins, 100 frames)",
             "",
-            f"{threads} thread(s) for both; median of {rounds} interleaved rounds of {calls} "
-            f"calls{_settled(settle)}.",
+            f"{threads} thread(s) for both; {_method(rounds, calls, settle)}.",
             "",
             markdown_table(header, rows),
         ]
@@ -227,14 +252,23 @@ def overhead(session, feeds: dict) -> str:
     """Microseconds Session.run adds to its one ONNX Runtime session's own `run` (median)."""
     step = session._program.steps[0]
     sess, args = step.session, dict(zip(step.inputs, step.args(dict(feeds))))
+    # Both are ONNX Runtime sessions with pools of their own: settled, as the peers above.
     t_session, t_ort = interleaved(
-        lambda: session.run(feeds), lambda: sess.run(None, args), 15, 200
+        [lambda: session.run(feeds), lambda: sess.run(None, args)], 9, 200, settle=SETTLE
     )
-    return f"{1e6 * (t_session - t_ort):.1f}"
+    return f"{1e6 * (t_session.steady - t_ort.steady):.1f}"
 
 
-def _settled(settle: float) -> str:
-    return f", {1e3 * settle:.0f} ms of sleep before each block" if settle else ""
+def _method(rounds: int, calls: int, settle: float) -> str:
+    idle = (
+        f"{1e3 * settle:.0f} ms of idle before each block"
+        if settle
+        else "blocks back to back (each runs against the other's spinning threads)"
+    )
+    return (
+        f"{rounds} interleaved rounds, a block of 1 + {calls} calls each, {idle}; medians of "
+        "single calls, the first of a block apart"
+    )
 
 
 if __name__ == "__main__":
@@ -249,8 +283,9 @@ if __name__ == "__main__":
     parser.add_argument(
         "--settle",
         type=float,
-        default=0.0,
-        help="seconds of sleep before each timed block (ONNX Runtime's threads stop spinning)",
+        default=SETTLE,
+        help="seconds of idle before each timed block, so that the other peer's threads have "
+        "stopped spinning (0: back to back)",
     )
     args = parser.parse_args()
     if args.full_size:

@@ -11,9 +11,17 @@ import onnxruntime as ort
 
 from fusebridge import conventions, kernels
 from fusebridge.errors import ArgumentError, ExecutionError
+from fusebridge.runtime.partition_work import multiply_adds, work_terms
 from fusebridge.runtime.schedule import captured, ort_opsets
 from fusebridge.runtime.step import Step
 from fusebridge.session_graph import describe
+
+# A partition beside our kernels gets threads in a run where its MatMuls, Gemms and Convs do at
+# least this many multiply-adds (partition_work.py): about 0.1 ms on one thread here, against
+# the tens of microseconds that waking a second pool costs (a small partition on two threads
+# took 45 us instead of 25). The speech look-alike at 257 bins and 16 sequences (Conv 316 M,
+# MatMul 211 M multiply-adds): partitions 3.6 + 2.6 ms on one thread, 2.6 + 1.6 on two.
+THREADED_MIN_MACS = 1 << 23
 
 
 def ort_error(what: str, label: str, group: list[ir.Node], exc: Exception) -> ExecutionError:
@@ -153,30 +161,39 @@ def onnx_step(
         ],
         ir_version=conventions.IR_VERSION,
     )
-    options = ort.SessionOptions()
-    # Beside our kernels a partition runs on the calling thread alone: an ORT pool of its own
-    # per partition would wake (or spin against) OpenMP's threads at every cut.
-    options.intra_op_num_threads = kernels.get_num_threads() if alone else 1
-    if not alone:  # our OpenMP threads run between ORT calls: ORT's must not spin through them
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    # Its errors reach the caller as ExecutionError: logged too, they would print twice.
-    options.log_severity_level = 4
-    try:
-        sess = ort.InferenceSession(
-            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
-    except Exception as exc:  # ONNX Runtime raises its own exception types
-        raise ort_error("ONNX Runtime refused", label, group, exc) from exc
+    proto = model.SerializeToString()
+
+    def session(threads: int, spinning: bool) -> ort.InferenceSession:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        if not spinning:
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # Its errors reach the caller as ExecutionError: logged too, they would print twice.
+        options.log_severity_level = 4
+        try:
+            return ort.InferenceSession(proto, options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # ONNX Runtime raises its own exception types
+            raise ort_error("ONNX Runtime refused", label, group, exc) from exc
+
+    # Alone (the whole program): ONNX Runtime's defaults. Beside our kernels: the calling thread
+    # alone, without spinning (an ORT pool of its own per partition would wake, or spin against,
+    # the kernels' threads at every cut), except in a run with THREADED_MIN_MACS of work, which
+    # goes to a second session of the kernels' thread count, built at the first such run.
+    threads = kernels.get_num_threads()
+    sess = session(threads if alone else 1, alone)
     _type_from_ort(outputs, sess)
     in_names, out_names = [v.name for v in inputs], [v.name for v in outputs]
     fed = [n for n in in_names if n in feeds]
     reads = f" (it reads input(s) {fed})" if fed else ""
-
-    ort_run = ort_runner(sess)
+    terms = [] if alone or threads == 1 else work_terms(group, in_names, constants)
+    runners = [ort_runner(sess), None]
 
     def run(xs: list[np.ndarray]) -> list[np.ndarray]:
+        heavy = bool(terms) and multiply_adds(terms, xs) >= THREADED_MIN_MACS
+        if heavy and runners[1] is None:
+            runners[1] = ort_runner(session(threads, False))
         try:
-            return ort_run(out_names, dict(zip(in_names, xs)), None)
+            return runners[heavy](out_names, dict(zip(in_names, xs)), None)
         except Exception as exc:
             raise ort_error("ONNX Runtime failed in", label + reads, group, exc) from exc
 
