@@ -36,8 +36,8 @@ int default_threads() {
     const char* env = std::getenv("OMP_NUM_THREADS");
     char* end = nullptr;
     const long n = env ? std::strtol(env, &end, 10) : 0;
-    if (n >= 1 && end != env && (*end == '\0' || *end == ',')) return int(std::min<long>(n, thread_cap()));
-    return usable_cores();
+    const bool read = n >= 1 && end != env && (*end == '\0' || *end == ',');
+    return read ? int(std::min<long>(n, thread_cap())) : usable_cores();
 }
 std::atomic<int> g_threads{default_threads()};
 }  // namespace
