@@ -28,6 +28,11 @@ constexpr double kMinFmaPerOwner = 1 << 17;
 // machine's 2 MiB). When both directions together exceed it, they run one after the other,
 // each on all threads: a thread then holds a share of one direction's weights, not of both.
 constexpr double kWeightBytesPerThread = 1 << 20;
+// Past that size, an owner streams its direction's whole Wh each step for however few rows it
+// holds: from the step where owners hold at most this many rows each, threads split the steps
+// by hidden units instead (each streams its share of Wh). At hidden 512 (3 MB), 4 rows take
+// about as long to compute as the whole Wh takes to stream.
+constexpr int64_t kTailRowsPerOwner = 4;
 // Rows of one projection work item (see project()), and the multiply-adds that make waking a
 // thread for the projection (one job, no steps) worth it.
 constexpr int64_t kProjectChunk = 64;
@@ -158,6 +163,14 @@ GruPrimitive::Owners GruPrimitive::owners(const GruPlan& p) const {
     return nt < 2 ? Owners{1, 1} : Owners{nt, classes};
 }
 
+int64_t GruPrimitive::tail_step(const GruPlan& p, int64_t classes) const {
+    const double wh_bytes = double(ocp_) * d_.oc * 3 * sizeof(float);
+    if (wh_bytes <= kWeightBytesPerThread) return p.max_len_;
+    int64_t t = p.max_len_;
+    while (t > 0 && p.active_[t - 1] <= kTailRowsPerOwner * classes) --t;
+    return t;
+}
+
 void GruPrimitive::forward(const GruPlan& p, const float* x, const GruWeightsView& w,
                            const float* h0, float* out, float* last) const {
     const int64_t D = d_.directions, OC = d_.oc, G3 = 3 * OC, cols = D * OC;
@@ -224,15 +237,23 @@ void GruPrimitive::forward(const GruPlan& p, const float* x, const GruWeightsVie
         }
 
         const int passes = d_.linear_before_reset ? 1 : 2;
-        // Pass `pass` of step t of directions [d0, d0 + nd), sentence class c: part `part` of
-        // `parts` (a contiguous range of the pass's items).
-        auto pass_part = [&](int64_t d0, int64_t nd, int64_t c, int64_t t, int pass, int64_t part,
-                             int64_t parts) {
-            const int64_t rows = class_rows(p.active_[t], c, classes);
-            const int64_t off = class_offset(p.active_[t], c, classes);
+        // Step t's rows of sentence class c (c < 0: of every class): how many, the slot of the
+        // first, and its scratch row in direction d0.
+        struct Span {
+            int64_t rows, off, scratch;
+        };
+        auto span = [&](int64_t d0, int64_t c, int64_t t) -> Span {
+            if (c < 0) return {p.active_[t], 0, d0 * n};
             // Scratch rows of the class as at step 0 (its most): owners run steps apart, so
             // per-step offsets would overlap another class's rows of another step.
-            const int64_t scratch = d0 * n + class_offset(p.active_[0], c, classes);
+            return {class_rows(p.active_[t], c, classes), class_offset(p.active_[t], c, classes),
+                    d0 * n + class_offset(p.active_[0], c, classes)};
+        };
+        // Pass `pass` of step t of directions [d0, d0 + nd), class c: part `part` of `parts` (a
+        // contiguous range of the pass's items).
+        auto pass_part = [&](int64_t d0, int64_t nd, int64_t c, int64_t t, int pass, int64_t part,
+                             int64_t parts) {
+            const auto [rows, off, scratch] = span(d0, c, t);
             const GruTile<GruStep> tile_fn = d_.linear_before_reset ? k_.lbr
                                              : pass == 0            ? k_.update_reset
                                                                     : k_.candidate;
@@ -262,25 +283,35 @@ void GruPrimitive::forward(const GruPlan& p, const float* x, const GruWeightsVie
                 fn(st, tile * tr, std::min(tr, rows - tile * tr), block);
             }
         };
-        // Directions [d0, d0 + nd), sentence class c, step by step; each pass cut into `parts`
-        // parts for as many threads, all done before the next pass begins.
-        auto run = [&](int64_t d0, int64_t nd, int64_t c, int parts) {
+        // Steps [t0, t1) of directions [d0, d0 + nd), class c; each pass cut into `parts` parts
+        // for as many threads, all done before the next pass begins.
+        auto run = [&](int64_t d0, int64_t nd, int64_t c, int parts, int64_t t0, int64_t t1) {
             // The longest sentences come first: a class ends at its first empty step.
-            for (int64_t t = 0; t < max_len && class_rows(p.active_[t], c, classes) > 0; ++t)
+            for (int64_t t = t0; t < t1 && span(d0, c, t).rows > 0; ++t)
                 for (int pass = 0; pass < passes; ++pass)
                     parallel_for(parts, parts, [&](int64_t part, int) {
                         pass_part(d0, nd, c, t, pass, part, parts);
                     });
         };
-        const double wh_bytes = double(ocp_) * OC * 3 * sizeof(float);
+        // Every class's steps [t0, max_len), each step on the threads of the split by hidden
+        // units; both directions at once where their weights fit the threads' caches.
+        auto run_split = [&](int64_t t0) {
+            const double wh_bytes = double(ocp_) * OC * 3 * sizeof(float);
+            if (D * wh_bytes <= kWeightBytesPerThread * threads_for_recurrence(p, D))
+                run(0, D, -1, threads_for_recurrence(p, D), t0, max_len);
+            else
+                for (int64_t d = 0; d < D; ++d)
+                    run(d, 1, -1, threads_for_recurrence(p, 1), t0, max_len);
+        };
         if (own.threads > 1) {
-            // Unit (d, c) on one thread, alone on its rows from the first step to the last.
-            parallel_for(D * classes, own.threads,
-                         [&](int64_t unit, int) { run(unit / classes, 1, unit % classes, 1); });
-        } else if (D * wh_bytes <= kWeightBytesPerThread * threads_for_recurrence(p, D)) {
-            run(0, D, 0, threads_for_recurrence(p, D));
+            // Unit (d, c) on one thread, alone on its rows, up to the tail (tail_step()).
+            const int64_t tail = tail_step(p, classes);
+            parallel_for(D * classes, own.threads, [&](int64_t unit, int) {
+                run(unit / classes, 1, unit % classes, 1, 0, tail);
+            });
+            if (tail < max_len) run_split(tail);
         } else {
-            for (int64_t d = 0; d < D; ++d) run(d, 1, 0, threads_for_recurrence(p, 1));
+            run_split(0);
         }
     }
 
