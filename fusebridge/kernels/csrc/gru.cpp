@@ -163,9 +163,10 @@ GruPrimitive::Owners GruPrimitive::owners(const GruPlan& p) const {
     return nt < 2 ? Owners{1, 1} : Owners{nt, classes};
 }
 
+double GruPrimitive::wh_bytes() const { return double(ocp_) * d_.oc * 3 * sizeof(float); }
+
 int64_t GruPrimitive::tail_step(const GruPlan& p, int64_t classes) const {
-    const double wh_bytes = double(ocp_) * d_.oc * 3 * sizeof(float);
-    if (wh_bytes <= kWeightBytesPerThread) return p.max_len_;
+    if (wh_bytes() <= kWeightBytesPerThread) return p.max_len_;
     int64_t t = p.max_len_;
     while (t > 0 && p.active_[t - 1] <= kTailRowsPerOwner * classes) --t;
     return t;
@@ -296,8 +297,7 @@ void GruPrimitive::forward(const GruPlan& p, const float* x, const GruWeightsVie
         // Every class's steps [t0, max_len), each step on the threads of the split by hidden
         // units; both directions at once where their weights fit the threads' caches.
         auto run_split = [&](int64_t t0) {
-            const double wh_bytes = double(ocp_) * OC * 3 * sizeof(float);
-            if (D * wh_bytes <= kWeightBytesPerThread * threads_for_recurrence(p, D))
+            if (D * wh_bytes() <= kWeightBytesPerThread * threads_for_recurrence(p, D))
                 run(0, D, -1, threads_for_recurrence(p, D), t0, max_len);
             else
                 for (int64_t d = 0; d < D; ++d)

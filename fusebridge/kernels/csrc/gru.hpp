@@ -105,6 +105,7 @@ class GruPrimitive {
     Owners owners(const GruPlan& p) const;
     // The first step of the owners' tail that runs split by hidden units (max_len: none).
     int64_t tail_step(const GruPlan& p, int64_t classes) const;
+    double wh_bytes() const;  // one direction's packed Wh
     int threads_for_recurrence(const GruPlan& p, int64_t directions) const;
     // gproj row gbase_[s] + t = x row of word t of sentence s @ Wx, both directions side by side.
     void project(const GruPlan& p, const float* const* xrow, const float* wx, float* gproj) const;

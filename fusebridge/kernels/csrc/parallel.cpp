@@ -33,6 +33,11 @@ inline void relax() { __builtin_ia32_pause(); }
 
 uint32_t generation(uint64_t state) { return uint32_t(state >> 32); }
 
+// Every part on the calling thread, in order.
+void in_turn(int64_t parts, detail::PartFn fn, const void* ctx) {
+    for (int64_t p = 0; p < parts; ++p) fn(ctx, p, 0);
+}
+
 // Sleeping and waking on a 32-bit word without a lock (Linux futex): the caller never blocks on
 // a mutex a waking worker holds, and a wake with nobody asleep costs one short system call.
 void sleep_while(std::atomic<uint32_t>& word, uint32_t value) {
@@ -48,21 +53,23 @@ class Pool {
    public:
     void run(int64_t parts, int threads, detail::PartFn fn, const void* ctx) {
         std::unique_lock<std::mutex> job(job_mu_, std::try_to_lock);
-        if (!job.owns_lock()) return alone(parts, fn, ctx);
+        if (!job.owns_lock()) return in_turn(parts, fn, ctx);
         const uint32_t gen = generation(state_.load(std::memory_order_relaxed)) + 1;
         threads = 1 + start_workers(int(std::min<int64_t>(threads, parts)) - 1, gen - 1);
-        if (threads <= 1) return alone(parts, fn, ctx);
+        if (threads <= 1) return in_turn(parts, fn, ctx);
         done_.store(0, std::memory_order_relaxed);
         fn_.store(fn, std::memory_order_relaxed);
         ctx_.store(ctx, std::memory_order_relaxed);
         parts_.store(parts, std::memory_order_relaxed);
         threads_.store(threads, std::memory_order_relaxed);
-        caller_cpu_.store(sched_getcpu(), std::memory_order_relaxed);
         state_.store(uint64_t(gen) << 32);
         published_.store(gen);  // seq_cst, then sleepers_: against a worker going to sleep
         // One wake until a worker is up: on a VM, waking a parked vCPU costs tens of
         // microseconds a call, and the worker may take milliseconds to come.
-        if (sleepers_.load() > 0 && !wake_sent_.exchange(true)) wake_all(published_);
+        if (sleepers_.load() > 0 && !wake_sent_.exchange(true)) {
+            caller_cpu_.store(sched_getcpu(), std::memory_order_relaxed);
+            wake_all(published_);
+        }
         t_in_job = true;
         work(gen, 0);
         t_in_job = false;
@@ -76,10 +83,6 @@ class Pool {
     int workers() const { return started_.load(); }
 
    private:
-    static void alone(int64_t parts, detail::PartFn fn, const void* ctx) {
-        for (int64_t p = 0; p < parts; ++p) fn(ctx, p, 0);
-    }
-
     // Takes the parts of job `gen` nobody has taken, until none is left or the job is over.
     void work(uint32_t gen, int slot) {
         for (;;) {
@@ -166,7 +169,7 @@ class Pool {
     std::atomic<int64_t> done_{0};
     std::atomic<int> sleepers_{0};
     std::atomic<bool> wake_sent_{false};  // a wake is on its way to the sleepers
-    std::atomic<int> caller_cpu_{-1};     // where the last job's caller ran
+    std::atomic<int> caller_cpu_{-1};     // where the caller that last woke sleepers ran
     std::atomic<int> started_{0};
     std::mutex job_mu_;    // one job at a time
     std::mutex start_mu_;  // one thread starting workers at a time
@@ -190,11 +193,7 @@ Pool& pool() {
 
 namespace detail {
 void run_parts(int64_t parts, int threads, PartFn fn, const void* ctx) {
-    if (parts <= 0) return;
-    if (threads <= 1 || parts == 1 || t_in_job || parts > kMaxParts) {
-        for (int64_t p = 0; p < parts; ++p) fn(ctx, p, 0);
-        return;
-    }
+    if (threads <= 1 || parts <= 1 || t_in_job || parts > kMaxParts) return in_turn(parts, fn, ctx);
     pool().run(parts, threads, fn, ctx);
 }
 }  // namespace detail

@@ -7,6 +7,8 @@ or attribute."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from paddle_oracle import paddle_or_skip
@@ -220,7 +222,8 @@ def test_the_library_follows_the_kernels_thread_count(ops, threads):
     leave at 1 (it sets OMP_NUM_THREADS=1): set_num_threads sets both."""
     import ctypes
 
-    so = next(p.split()[-1] for p in open("/proc/self/maps") if "fusebridge_paddle_ops.so" in p)
+    maps = Path("/proc/self/maps").read_text().splitlines()
+    so = next(line.split()[-1] for line in maps if "fusebridge_paddle_ops.so" in line)
     library = ctypes.CDLL(so)
     for n in (2, 1, 3):
         threads(n)
