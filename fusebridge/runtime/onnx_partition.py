@@ -163,11 +163,15 @@ def onnx_step(
     )
     proto = model.SerializeToString()
 
-    def session(threads: int, spinning: bool) -> ort.InferenceSession:
+    def session(threads: int, spin_after_run: bool) -> ort.InferenceSession:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
-        if not spinning:
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if not spin_after_run:
+            # Beside our kernels, ONNX Runtime's workers spin between the parallel sections of
+            # one run (at shipped sizes a Conv took 2.1 ms so, 2.6 ms with workers that sleep
+            # between them), then stop when its run returns: left spinning (~40 ms), they would
+            # take a core from the kernel that runs next.
+            options.add_session_config_entry("session.force_spinning_stop", "1")
         # Its errors reach the caller as ExecutionError: logged too, they would print twice.
         options.log_severity_level = 4
         try:
@@ -176,9 +180,9 @@ def onnx_step(
             raise ort_error("ONNX Runtime refused", label, group, exc) from exc
 
     # Alone (the whole program): ONNX Runtime's defaults. Beside our kernels: the calling thread
-    # alone, without spinning (an ORT pool of its own per partition would wake, or spin against,
-    # the kernels' threads at every cut), except in a run with THREADED_MIN_MACS of work, which
-    # goes to a second session of the kernels' thread count, built at the first such run.
+    # alone (an ORT pool of its own per partition would wake at every cut), except in a run with
+    # THREADED_MIN_MACS of work, which goes to a second session of the kernels' thread count,
+    # built at the first such run, whose workers stop spinning when its run returns.
     threads = kernels.get_num_threads()
     sess = session(threads if alone else 1, alone)
     _type_from_ort(outputs, sess)
