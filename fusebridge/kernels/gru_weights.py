@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fusebridge.errors import ArgumentError, ArgumentTypeError
+from fusebridge.kernels.arguments import aligned_copy
 
 BLOCK = 16  # hidden units per packed block (kGruBlock in csrc/gru_kernels.hpp)
 _REAL = (np.float16, np.float32, np.float64)
@@ -67,7 +68,7 @@ def _bias(b: object, d: int, oc: int, op: str, name: str) -> np.ndarray:
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a, np.float32)
+    a = aligned_copy(a, np.float32)
     a.setflags(write=False)
     return a
 

@@ -191,6 +191,18 @@ def test_packed_weights_equal_raw_and_are_read_only():
         w.wh[0, 0, 0, 0, 0] = 1.0
 
 
+def test_packed_weights_start_on_cache_lines():
+    # numpy places data 16 bytes past a 64-byte line, where each AVX-512 load of a weight reads
+    # two lines (csrc/aligned.hpp); several packings, as numpy's placement varies.
+    rng = np.random.default_rng(5)
+    for oc in (5, 16, 33, 64):
+        _, args = random_gru(rng, 2, 7, oc, [3])
+        w = kernels.pack_gru_weights(args["wx"], args["wh"], args["bias"], args["bias_h"])
+        for name in ("wx", "wh", "bias_x", "bias_hc"):
+            a = getattr(w, name)
+            assert a.ctypes.data % 64 == 0 and a.flags.c_contiguous, (oc, name)
+
+
 def test_out_receives_hidden_and_is_checked():
     rng = np.random.default_rng(6)
     x, args = random_gru(rng, 2, 6, 5, [4, 1])

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "aligned.hpp"
 #include "gru.hpp"
 #include "isa.hpp"
 #include "runtime.hpp"
@@ -158,7 +159,7 @@ inline int64_t gru_length(double v, int64_t steps, int64_t index) {
 // canonical ones: wx and wh in blocks of 16 hidden units [D, OCp/16, K, 3, 16];
 // bias_x [D, 3, OCp] = bias + the recurrent update/reset bias; bias_hc [D, OCp].
 struct PackedGru {
-    std::vector<float> wx, wh, bx, bhc;
+    AlignedVector<float> wx, wh, bx, bhc;
     GruWeightsView view() const { return {wx.data(), wh.data(), bx.data(), bhc.data()}; }
 };
 

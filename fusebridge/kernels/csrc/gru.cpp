@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "aligned.hpp"
 #include "checks.hpp"
 #include "dispatch.hpp"
 #include "parallel.hpp"
@@ -42,13 +43,13 @@ constexpr double kMinProjectFmaPerThread = 1 << 19;
 // (they live in a process-wide cache), so scratch cannot live in them, and fresh multi-megabyte
 // buffers every call would cost page faults (oneDNN's per-thread scratchpad does the same).
 struct Scratch {
-    std::vector<float> f;
+    AlignedVector<float> f;  // the projected gates, then u and rh, each from a 64-byte boundary
     std::vector<const float*> in;
     std::vector<float*> out;
 };
 
-template <class T>
-T* at_least(std::vector<T>& v, size_t n) {
+template <class Vector>
+auto at_least(Vector& v, size_t n) {
     if (v.size() < n) v.resize(n);
     return v.data();
 }
@@ -190,7 +191,10 @@ void GruPrimitive::forward(const GruPlan& p, const float* x, const GruWeightsVie
             return &s;
         }();
         // Without projection the gates are x's own rows: nothing to project into.
-        const int64_t gsize = d_.projection ? words * D * G3 : 0, usize = D * n * ocp_;
+        // Sizes in whole blocks (ocp_ is one), so that u and rh start on 64-byte boundaries.
+        const int64_t gsize =
+            d_.projection ? (words * D * G3 + kGruBlock - 1) / kGruBlock * kGruBlock : 0;
+        const int64_t usize = D * n * ocp_;
         float* gproj = at_least(sc.f, size_t(gsize + 2 * usize + ocp_));
         float* u = gproj + gsize;
         float* rh = u + usize;
