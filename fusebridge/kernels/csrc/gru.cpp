@@ -263,7 +263,7 @@ void GruPrimitive::forward(const GruPlan& p, const float* x, const GruWeightsVie
                                              : pass == 0            ? k_.update_reset
                                                                     : k_.candidate;
             const int64_t tr = tile_fn.rows, tiles = (rows + tr - 1) / tr;
-            // Few active rows: two blocks an item (more independent sums), same bits.
+            // One active row: two blocks an item (more independent sums), same bits.
             const int64_t nb = rows <= tile_fn.pair_rows ? 2 : 1;
             const int64_t per_dir = tiles * ((blocks_ + nb - 1) / nb);
             const auto [lo, hi] = part_range(nd * per_dir, part, parts);

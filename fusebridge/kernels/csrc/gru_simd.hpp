@@ -21,15 +21,18 @@ constexpr int VW = 4, kRegs = 16;  // the x86-64 baseline (SSE2)
 
 // Register tiles of R rows x G gates x KU partial sums. KU is fixed per G (and ISA), never
 // chosen from R: a row's sums then come out the same whether its tile is full or not, so a
-// sentence gets the same bits alone or in any batch. KU partial sums over interleaved k hide
-// part of the FMA latency (2 ports x 4 cycles want 8 independent chains) when few rows are
-// active, as do the several vectors a product takes at once then (subvectors, pair_rows
-// below); R fills the registers left (R*G*KU accumulators, G weight vectors, a broadcast), so
-// large batches reuse each weight vector for many rows. The KU were chosen by
-// benchmarks.gru_builds on both ISAs.
+// sentence gets the same bits alone or in any batch. R fills the registers left (R*G*KU
+// accumulators, G weight vectors, a broadcast): every further tile of a step reads the block's
+// weights again, so KU stays as small as hides the FMA latency (2 ports x 4 cycles want 8
+// independent chains) with a few rows, and on AVX-512 5 to 8 rows take one tile of 8. A lone
+// row takes two blocks at once instead (kPairRows below). Against the KU = 2 (3, 6) for 3 (2,
+// 1) gates and tiles of 4 (4, 5) rows AVX-512 had before, at hidden 512 on one thread, a step
+// of 5-8 rows took 3-23% less time in the one-pass form and 12-24% less in the two-pass form,
+// of 16 rows the same and 18% less, of 1-4 rows -21% to +5%; benchmarks.gru_builds: median
+// 8% less over its cases (with the weights' alignment, aligned.hpp).
 template <int G>
 struct Tiling {
-    static constexpr int KU = kRegs == 32 ? (G == 1 ? 6 : G == 2 ? 3 : 2) : (G == 1 ? 2 : 1);
+    static constexpr int KU = G == 1 ? 2 : 1;
     static constexpr int MR = std::min(8, (kRegs - G - 1) / (G * KU));
 };
 // The projection has many rows: one sum per output (KU = 1) and tiles of 8 (4) rows give
@@ -70,6 +73,25 @@ static inline void store_n(float* p, V v, int64_t n) {
 // or a weight must reach the output, as the formulas say (ONNX Runtime's GRU drops it).
 static inline V clamp_above(V x, V hi) { return x > hi ? hi : x; }
 static inline V clamp_below(V x, V lo) { return x < lo ? lo : x; }
+
+// A weight vector that every row of a tile multiplies. GCC folds such loads into the FMAs
+// (a memory operand each) at some tile sizes even where the registers would hold them, and
+// then loads each weight once per row: at hidden 512 on AVX-512, the two-pass form took 50 us
+// a step for 3 rows and 135-140 us for 16, against 41 and 126-129 us with the loads in
+// registers (same bits). Where the tile's sums and two steps' weights fit the registers, the
+// load goes to a register of its own (an asm GCC cannot fold); else GCC chooses, which beats
+// spilling.
+template <bool kInRegister>
+static inline V load_to_register(const float* p) {
+#if defined(__AVX__)
+    if constexpr (kInRegister) {
+        V v;
+        asm("vmovups %1, %0" : "=v"(v) : "m"(*reinterpret_cast<const VU*>(p)));
+        return v;
+    }
+#endif
+    return load(p);
+}
 
 // exp with Cephes' expf reduction and polynomial (about 1 ulp), inputs clamped to the range
 // whose result is a normal float.
@@ -142,7 +164,8 @@ static inline void product(const float* const* a, const float* w, int64_t kdim, 
         const float* wk = w + k * kGruPackStride;
         V b[C];
 #pragma GCC unroll 6
-        for (int c = 0; c < C; ++c) b[c] = load(wk + (c % G) * kGruBlock + (c / G) * vstride);
+        for (int c = 0; c < C; ++c) b[c] = load_to_register<R * C * KU + 2 * C + 1 <= kRegs>(
+                                          wk + (c % G) * kGruBlock + (c / G) * vstride);
 #pragma GCC unroll 8
         for (int i = 0; i < R; ++i) {
             const V ai = splat(a[i][k]);
@@ -173,11 +196,11 @@ constexpr int subvectors() {
     while (s > 1 && R * G * KU * s + G * s + 1 > kRegs) s /= 2;
     return s;
 }
-// The most rows for which a tile can take two whole blocks in one product (AVX-512, where a
-// block is one vector; 0 elsewhere): twice the independent sums when few sentences are active.
-constexpr int pair_rows(int g, int ku) {
-    return kGruBlock == VW ? std::min(8, ((kRegs - 1) / 2 - g) / (g * ku)) : 0;
-}
+// The most rows for which a tile takes two whole blocks in one product (AVX-512, where a block
+// is one vector; 0 elsewhere): twice the independent sums of a lone row. Not for 2 or 3 rows,
+// which ran slower so (42 and 62 us a step at hidden 512, against 33 and 35 one block at a
+// time).
+constexpr int kPairRows = kGruBlock == VW ? 1 : 0;
 
 // For NB consecutive blocks from `block` of a matrix packed with K = kdim rows: the products of
 // rows a[0..R) with their G gates from gate0, then epilogue(j, n, acc) per vector of VW hidden
@@ -292,7 +315,7 @@ struct Project {
     static void run(const GruProjection& p, int64_t r0, int64_t b) { project_tile<R>(p, r0, b); }
 };
 // The step tiles of one pass (G gates): single blocks up to MR rows, block pairs up to
-// pair_rows rows (0: none on this ISA).
+// kPairRows rows (0: none on this ISA).
 template <int G, template <int, int> class Fn>
 struct StepTiles {
     template <int R>
@@ -304,7 +327,7 @@ struct StepTiles {
         static void run(const GruStep& s, int64_t r0, int64_t b) { Fn<R, 2>::run(s, r0, b); }
     };
     static GruTile<GruStep> table() {
-        constexpr int mr = Tiling<G>::MR, pr = pair_rows(G, Tiling<G>::KU);
+        constexpr int mr = Tiling<G>::MR, pr = kPairRows;
         if constexpr (pr > 0)
             return {mr, dispatch<One, mr, GruStep>, pr, dispatch<Pair, pr, GruStep>};
         else
