@@ -21,8 +21,9 @@ namespace {
 // thread joins that recurrence only when it gets at least this many multiply-adds per step.
 constexpr double kMinFmaPerThread = 16384;
 // Split by sentences (and directions), threads never wait for each other within a call: each
-// owns classes of at least this many sentences (a register tile's rows) and the multiply-adds
-// of the whole call make handing it a unit worth it. Preferred wherever the batch allows it.
+// owns classes of at least this many sentences (an AVX2 register tile's rows, half an AVX-512
+// one) and the multiply-adds of the whole call make handing it a unit worth it. Preferred
+// wherever the batch allows it.
 constexpr int64_t kMinClassRows = 4;
 constexpr double kMinFmaPerOwner = 1 << 17;
 // The packed Wh a thread may stream every step and still find in its own L2 (half of this
