@@ -62,15 +62,27 @@ class Timing:
     cold: float
 
 
+# Seconds of calls a block lasts at least: a row of 10 us calls gets hundreds of calls a block,
+# not 10 right after the idle (where one run read 0.79x and the next 0.98x for two ONNX Runtime
+# sessions of the same nodes).
+MIN_BLOCK = 0.005
+
+
 def interleaved(
     peers: Sequence[Callable[[], object]], rounds: int, calls: int, settle: float = SETTLE
 ) -> list[Timing]:
     """Each peer's Timing, the peers taking turns round by round, who goes first rotating: a
-    block is `settle` seconds of sleep, then 1 + calls calls, each timed on its own."""
+    block is `settle` seconds of sleep, then 1 + calls calls, each timed on its own (more calls,
+    the same for every peer, where `calls` of the slower peer last less than MIN_BLOCK)."""
     steady: list[list[float]] = [[] for _ in peers]
     cold: list[list[float]] = [[] for _ in peers]
+    slowest = 0.0
     for fn in peers:
         fn()  # warm-up
+        t0 = time.perf_counter()
+        fn()
+        slowest = max(slowest, time.perf_counter() - t0)
+    calls = max(calls, int(MIN_BLOCK / slowest))
     for r in range(rounds):
         for k in [(r + j) % len(peers) for j in range(len(peers))]:
             if settle:
@@ -266,8 +278,9 @@ def _method(rounds: int, calls: int, settle: float) -> str:
         else "blocks back to back (each runs against the other's spinning threads)"
     )
     return (
-        f"{rounds} interleaved rounds, a block of 1 + {calls} calls each, {idle}; medians of "
-        "single calls, the first of a block apart"
+        f"{rounds} interleaved rounds, a block of 1 + {calls} calls each (more where they last "
+        f"under {1e3 * MIN_BLOCK:.0f} ms), {idle}; medians of single calls, the first of a block "
+        "apart"
     )
 
 
