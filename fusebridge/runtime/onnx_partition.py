@@ -168,9 +168,9 @@ def onnx_step(
         options.intra_op_num_threads = threads
         if not spin_after_run:
             # Beside our kernels, ONNX Runtime's workers spin between the parallel sections of
-            # one run (at shipped sizes a Conv took 2.1 ms so, 2.6 ms with workers that sleep
-            # between them), then stop when its run returns: left spinning (~40 ms), they would
-            # take a core from the kernel that runs next.
+            # one run (the speech look-alike's Conv partition took 2.26 ms so, 2.87 ms with
+            # workers that sleep between them), then stop when its run returns: left spinning
+            # (~40 ms), they would take a core from the kernel that runs next.
             options.add_session_config_entry("session.force_spinning_stop", "1")
         # Its errors reach the caller as ExecutionError: logged too, they would print twice.
         options.log_severity_level = 4
