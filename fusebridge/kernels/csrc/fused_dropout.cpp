@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include "aligned.hpp"
 #include "checks.hpp"
 #include "dispatch.hpp"
 #include "parallel.hpp"
@@ -44,16 +45,12 @@ class TeamScratch {
    public:
     TeamScratch(int threads, int64_t per_thread)
         : stride_((per_thread + 15) / 16 * 16),
-          buf_(size_t(mul_size(threads, stride_, "softmax_dropout", "scratch")) + 16) {}
-    float* of(int thread) {
-        auto* base = reinterpret_cast<float*>(
-            (reinterpret_cast<uintptr_t>(buf_.data()) + 63) & ~uintptr_t(63));
-        return base + thread * stride_;
-    }
+          buf_(size_t(mul_size(threads, stride_, "softmax_dropout", "scratch"))) {}
+    float* of(int thread) { return buf_.data() + thread * stride_; }
 
    private:
     int64_t stride_;
-    std::vector<float> buf_;
+    AlignedVector<float> buf_;
 };
 
 // The team size of a softmax region: fixed before it, since its scratch is sized for it.

@@ -49,12 +49,6 @@ struct Scratch {
     std::vector<float*> out;
 };
 
-template <class Vector>
-auto at_least(Vector& v, size_t n) {
-    if (v.size() < n) v.resize(n);
-    return v.data();
-}
-
 // Of a step's `active` sentences (longest first, positions 0..active-1), class c of `classes`
 // holds the positions i with i % classes == c, stored together: class_rows of them from
 // class_offset. A sentence keeps its class from step to step, so the thread that owns a class
@@ -302,8 +296,9 @@ void GruPrimitive::forward(const GruPlan& p, const float* x, const GruWeightsVie
         // Every class's steps [t0, max_len), each step on the threads of the split by hidden
         // units; both directions at once where their weights fit the threads' caches.
         auto run_split = [&](int64_t t0) {
-            if (D * wh_bytes() <= kWeightBytesPerThread * threads_for_recurrence(p, D))
-                run(0, D, -1, threads_for_recurrence(p, D), t0, max_len);
+            const int both = threads_for_recurrence(p, D);
+            if (D * wh_bytes() <= kWeightBytesPerThread * both)
+                run(0, D, -1, both, t0, max_len);
             else
                 for (int64_t d = 0; d < D; ++d)
                     run(d, 1, -1, threads_for_recurrence(p, 1), t0, max_len);
