@@ -20,7 +20,7 @@ import numpy as np
 
 from fuzz import wire
 from fuzz.harness import Case
-from fuzz.targets import Target, run_model, targets
+from fuzz.targets import Target, run_model, targets, zero_size_targets
 
 HOSTILE_NAMES = (
     "../../escaped",
@@ -273,10 +273,10 @@ def attribute(target: Target, rng: random.Random, n: int) -> Iterator[Case]:
             changes = []
             if node["op"] == "Dropout":
                 # Axes are checked against the rank where the rank is known: at load when the
-                # input's rank is declared, else where the dropout runs (mode='always'); an
-                # inference dropout with no known rank is folded away, and its axes with it.
+                # input's rank is declared, else where the dropout runs (an inference dropout
+                # too: it is not folded away while its rank is unknown).
                 changes += [("p", v) for v in BAD_PROBABILITIES]
-                changes += [("axes", "(99,)", "any"), ("axes", "(0, 0)")]
+                changes += [("axes", "(99,)"), ("axes", "(0, 0)")]
             if node["op"] == "RNN":
                 changes += [
                     *(("state_size", v) for v in ("0", "-1", "99999999999")),
@@ -586,6 +586,106 @@ def feed(target: Target, rng: random.Random, n: int) -> Iterator[Case]:
             yield case(f"sequence length {bad}", {**good, "data1": np.array([7, bad], np.float32)})
 
 
+def _zeroed(target: Target) -> Iterator[tuple[str, dict, str]]:
+    """(label, feeds, expect): the target's feeds with one dimension at 0. A dimension the model
+    declares static must be refused; a named one goes to 0 in every input that declares it, an
+    unnamed axis 0 (Paddle 3's batch) in every input, any other unnamed one in its input alone.
+    Zero-size feeds may run or be refused by name, as the model's own runtime does (ONNX
+    Runtime refuses a Reshape of an empty tensor to -1; MXNet symbols have no zero-size shapes):
+    tests/test_session_empty_inputs.py compares the results with ONNX Runtime's and Paddle's."""
+    import tempfile
+
+    import fusebridge
+
+    if target.format == "mxnet":
+        for name, value in target.feeds.items():
+            for axis in range(value.ndim):
+                # axis 0 is every input's batch; 0 steps come with lengths of 0
+                feeds = {k: _zero_axis(v, 0) if axis == 0 else v for k, v in target.feeds.items()}
+                feeds[name] = _zero_axis(value, axis)
+                if "data1" in feeds and axis == 1:
+                    feeds["data1"] = np.zeros_like(feeds["data1"])
+                yield f"{name} axis {axis} at 0", feeds, "any"
+        return
+    if target.format == "paddle" and "words" in target.feeds:  # LoD: no word in the batch
+        ids = target.feeds["words"].data
+        for label, words, lengths in (
+            ("0 sentences", ids[:0], []),
+            ("every sentence empty", ids[:0], [0, 0, 0]),
+            ("empty sentences among others", ids[:8], [0, 5, 0, 3, 0]),
+        ):
+            yield label, {"words": fusebridge.LoDTensor(words, lengths)}, "ok"
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        for file, data in target.files.items():
+            (Path(folder) / file).write_bytes(data)
+        model = fusebridge.load(Path(folder) / target.entry)
+    groups: dict[object, list[tuple[str, int]]] = {}
+    for v in model.graph.inputs:
+        for axis, dim in enumerate(v.shape if v.name in target.feeds else ()):
+            if isinstance(dim, int):
+                feeds = {**target.feeds, v.name: _zero_axis(target.feeds[v.name], axis)}
+                yield f"{v.name}[{axis}] (static) at 0", feeds, "error"
+                continue
+            key = dim.value if dim.value is not None else (0 if axis == 0 else (v.name, axis))
+            groups.setdefault(key, []).append((v.name, axis))
+    for members in groups.values():
+        feeds = dict(target.feeds)
+        for name, axis in members:
+            feeds[name] = _zero_axis(feeds[name], axis)
+        yield ", ".join(f"{n}[{a}]" for n, a in members) + " at 0", feeds, "any"
+
+
+def _zero_axis(a: np.ndarray, axis: int) -> np.ndarray:
+    shape = list(a.shape)
+    shape[axis] = 0
+    return np.zeros(shape, a.dtype)
+
+
+def zero_size(rng: random.Random, n: int) -> Iterator[Case]:
+    """Empty inputs (a batch of 0, 0 steps, 0 sentences, empty sentences) to every model, and
+    every kernel on 0 rows: no crash, no untyped error, whatever ONNX Runtime or Paddle does."""
+    for target in zero_size_targets():
+        for label, feeds, expect in _zeroed(target):
+            yield _model_case("zero size", target, label, target.files, expect, feeds)
+    for label, call in _empty_kernel_calls():
+        yield Case("zero size", f"kernel {label}", lambda work, call=call: call(), None, "ok")
+
+
+def _empty_kernel_calls() -> list[tuple[str, Callable[[], object]]]:
+    from fusebridge import kernels as k
+
+    x0, w = np.zeros((0, 8), np.float32), np.ones((8, 4), np.float32)
+    empty, k0 = np.array([0], np.int64), np.ones((3, 0), np.float32)
+    weights = k.pack_gru_weights(np.ones((2, 8, 12), np.float32), np.ones((2, 4, 12), np.float32))
+
+    def gru(shape, layout, **kw):
+        x = np.zeros(shape, np.float32)
+        return k.fusion_gru(x, weights, layout=layout, direction="bidirectional", **kw)
+
+    return [
+        ("dropout", lambda: k.dropout(x0, 0.5, seed=1, return_mask=True)),
+        ("dropout axes=(0,)", lambda: k.dropout(x0, 0.5, seed=1, axes=(0,), return_mask=True)),
+        ("dropout_mask", lambda: k.dropout_mask((0, 8), 0.5, seed=1)),
+        ("dropout_backward", lambda: k.dropout_backward(x0, 0.5, seed=1, offset=0)),
+        ("softmax", lambda: k.softmax(x0)),
+        ("softmax of 0 columns", lambda: k.softmax(k0)),
+        ("softmax_dropout", lambda: k.softmax_dropout(x0, 0.5, seed=1, return_mask=True)),
+        ("matmul", lambda: k.matmul(x0, w)),
+        ("matmul of inner size 0", lambda: k.matmul(k0, k0.T)),
+        ("sgemm", lambda: k.sgemm(x0, w)),
+        ("matmul_dropout", lambda: k.matmul_dropout(x0, w, 0.5, seed=1, return_mask=True)),
+        ("crf_decoding", lambda: k.crf_decoding(x0[:, :4], np.ones((6, 4), np.float32), empty)),
+        ("sequence_pool", lambda: k.sequence_pool(x0, np.array([0, 0, 0]), "MAX")),
+        ("lod_to_padded", lambda: k.lod_to_padded(x0, np.array([0, 0]))),
+        ("padded_to_lod", lambda: k.padded_to_lod(np.zeros((0, 2, 8), np.float32), [0, 0])),
+        ("fusion_gru of 0 words", lambda: gru((0, 8), "lod", offsets=np.array([0, 0, 0]))),
+        ("fusion_gru of 0 steps", lambda: gru((0, 2, 8), "tnc", return_last=True)),
+        ("fusion_gru of 0 sequences", lambda: gru((3, 0, 8), "tnc", return_last=True)),
+        ("fusion_gru ntc of 0 steps", lambda: gru((2, 0, 8), "ntc", seq_lens=[0, 0])),
+    ]
+
+
 def kernel(rng: random.Random, n: int) -> Iterator[Case]:
     """Bad arguments to the kernels' Python faces (no model), and read-only inputs (fine)."""
     from fusebridge import kernels
@@ -661,7 +761,7 @@ GENERATORS: dict[str, Callable] = {
     "graph": graph,
     "feed": feed,
 }
-CLASSES = (*GENERATORS, "kernel")
+CLASSES = (*GENERATORS, "zero size", "kernel")
 
 
 def baseline() -> list[Case]:
@@ -685,6 +785,8 @@ def generate(size: str, seed: int, classes: list[str] | None = None) -> list[Cas
                 # The quick form keeps a sample of each generator's cases per target.
                 limit = {"quick": 6, "long": 10**6}[size]
                 cases += made if len(made) <= limit else rng.sample(made, limit)
+    if "zero size" in chosen:
+        cases += list(zero_size(rng, n))
     if "kernel" in chosen:
         cases += list(kernel(rng, n))
     return cases

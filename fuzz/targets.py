@@ -29,7 +29,8 @@ class Target:
 
 
 def _declared_feeds(model_path: Path) -> dict:
-    """Feeds for an ONNX fixture from its declared inputs: symbolic dims 2 or 3."""
+    """Feeds for a model from its declared inputs: symbolic dims 3 (integers: zeros, an id and a
+    length every model takes)."""
     import fusebridge
 
     model = fusebridge.load(model_path)
@@ -37,7 +38,10 @@ def _declared_feeds(model_path: Path) -> dict:
     feeds = {}
     for v in model.graph.inputs:
         dims = [d if isinstance(d, int) else 3 for d in v.shape]
-        feeds[v.name] = rng.standard_normal(dims).astype(v.dtype.numpy())
+        dtype = np.dtype(v.dtype.numpy())
+        feeds[v.name] = (
+            rng.standard_normal(dims).astype(dtype) if dtype.kind == "f" else np.zeros(dims, dtype)
+        )
     return feeds
 
 
@@ -82,6 +86,25 @@ def _paddle(name: str) -> Target:
         ".",
         {"words": fusebridge.LoDTensor(words, lengths)},
     )
+
+
+def _folder(name: str, folder: Path) -> Target:
+    """A model saved as files in a folder (Paddle 3's model.json or model.pdmodel beside its
+    parameters), fed by its declared inputs."""
+    files = {f.name: f.read_bytes() for f in sorted(folder.iterdir()) if f.is_file()}
+    return Target(name, "paddle", files, ".", _declared_feeds(folder))
+
+
+def zero_size_targets() -> list[Target]:
+    """What the zero-size class feeds empty tensors to: every target, and the fixtures the other
+    classes leave out (the look-alikes of shipped ONNX models, Paddle 3's saved models)."""
+    shipped = sorted((FIXTURES / "onnx" / "shipped").glob("*.onnx"))
+    paddle3 = sorted((FIXTURES / "paddle3").glob("*/jit"))
+    return [
+        *targets(),
+        *(_onnx(p) for p in shipped),
+        *(_folder(f"paddle3/{p.parent.name}", p) for p in paddle3),
+    ]
 
 
 def targets() -> list[Target]:

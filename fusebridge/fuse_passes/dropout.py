@@ -29,6 +29,11 @@ class InferenceDropout(FusionRule):
             return self.refuse(node, "is_test = 0: a training dropout stays")
         if len(node.outputs) > 1:
             return self.refuse(node, "its mask output is used")
+        x = node.inputs[0]
+        if node.attributes.get("axes") is not None and (x.shape is None):
+            # Folded, its axes would never meet the rank they must fit: the Session checks them
+            # when it runs the node (attribute_values above checked them where it was known).
+            return self.refuse(node, "axes against an input of unknown rank: checked when it runs")
         return self.accept()
 
     def rewrite(self, op, x, y, **_):

@@ -39,9 +39,18 @@ def as_int(value: object, op: str, name: str) -> int:
 
 
 def as_flag(value: object, op: str, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ArgumentTypeError(f"{op}: {name} must be True or False, got {type(value).__name__}")
-    return bool(value)
+    """A boolean parameter: True or False (numpy's too), or the integers 0 and 1 (as ONNX and
+    Paddle attributes spell them: linear_before_reset=1). Nothing else: bool("False") is True,
+    so a string, a float, None or 2 is refused instead of read as a truth value."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        if value in (0, 1):
+            return bool(value)
+        raise ArgumentError(f"{op}: {name} must be True or False (or 1 or 0), got {value}")
+    raise ArgumentTypeError(
+        f"{op}: {name} must be True or False (or 1 or 0), got {type(value).__name__} {value!r}"
+    )
 
 
 def as_choice(value: object, choices: Iterable[str], op: str, name: str) -> str:

@@ -154,6 +154,7 @@ def dropout(
     op = "dropout"
     x = as_float_array(x, op, "x")
     seed, offset = as_u64(seed, op, "seed"), as_u64(offset, op, "offset")
+    return_mask = as_flag(return_mask, op, "return_mask")
     prim = _primitive(op, x.shape, x.dtype, p, mode, training, axes, noise_shape, shard)
     y = as_output(out, x.shape, x.dtype, x, op)
     x = contiguous(x, op, "x")

@@ -313,7 +313,7 @@ def matmul_dropout_backward(
     if dy.shape != shape:
         raise ArgumentError(f"{op}: dy must have the output's shape {shape}, got {dy.shape}")
     mask, seed, offset = _seed_or_mask(op, mask, seed, offset, prim.mask_bytes)
-    ta, tb = bool(transpose_a), bool(transpose_b)
+    ta, tb = as_flag(transpose_a, op, "transpose_a"), as_flag(transpose_b, op, "transpose_b")
     if mask is None:
         dz = dropout_backward(dy, p, seed=seed, offset=offset, mode=mode, shard=shard)
     else:

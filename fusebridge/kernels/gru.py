@@ -8,7 +8,7 @@ import numpy as np
 
 from fusebridge.errors import ArgumentError, ArgumentTypeError
 from fusebridge.kernels import core
-from fusebridge.kernels.arguments import as_choice, as_output, contiguous, new_array
+from fusebridge.kernels.arguments import as_choice, as_flag, as_output, contiguous, new_array
 from fusebridge.kernels.gru_weights import GRUWeights, pack_gru_weights
 from fusebridge.kernels.primitive_cache import CACHE
 from fusebridge.kernels.sequence_layout import as_offsets, as_seq_lens
@@ -87,8 +87,8 @@ class GRUKernel:
             "oc": weights.hidden_size,
             "directions": d,
             "reverse": direction == "reverse",
-            "linear_before_reset": bool(linear_before_reset),
-            "origin_mode": bool(origin_mode),
+            "linear_before_reset": as_flag(linear_before_reset, op, "linear_before_reset"),
+            "origin_mode": as_flag(origin_mode, op, "origin_mode"),
             "act": core._C.GruAct[as_choice(activation, ACTIVATIONS, op, "activation")],
             "gate": core._C.GruAct[as_choice(gate_activation, ACTIVATIONS, op, "gate_activation")],
             "projection": weights.wx is not None,
@@ -130,6 +130,7 @@ class GRUKernel:
         out = as_output(out, x.shape[:-1] + (d * oc,), np.float32, x, op)
         if out is x:
             raise ArgumentError(f"{op}: out must not be x (the recurrence reads x after writing)")
+        return_last = as_flag(return_last, op, "return_last")
         last = new_array((d, n, oc), np.float32, op, "last") if return_last else None
         prim.forward(lens, steps, x, w.wx, w.wh, w.bias_x, w.bias_hc, h0, out, last)
         return (out, last) if return_last else out

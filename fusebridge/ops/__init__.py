@@ -12,6 +12,7 @@ import onnx_ir as ir
 
 from fusebridge.conventions import DOMAIN
 from fusebridge.errors import ArgumentError
+from fusebridge.kernels.arguments import as_flag
 from fusebridge.ops import crf, dropout, fused_dropout, gru, lod, sequence
 from fusebridge.ops.common import OpDef, Run
 from fusebridge.ops.schema import OpSchema, markdown, register_onnx_schemas
@@ -66,6 +67,7 @@ def prepare(node: ir.Node, constants: dict[int, np.ndarray], reuse_output: bool 
     may write a run's output into the buffer of the previous run."""
     d = op(node.op_type)
     d.schema.check_arity(node)
+    reuse_output = as_flag(reuse_output, "ops.prepare", "reuse_output")
     return d.cpu(node, d.schema.parse(node), constants, reuse_output)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import onnx_ir as ir
 
 from fusebridge import kernels
-from fusebridge.errors import ArgumentError, UnsupportedOpError
+from fusebridge.errors import ArgumentError, ModelFormatError, UnsupportedOpError
 from fusebridge.kernels import reference
 from fusebridge.kernels.dropout import MODES as KERNEL_MODES
 from fusebridge.ops.common import OpDef, ReferenceOp, Run, given, require_seed, scalar, where
@@ -101,9 +101,17 @@ def _cpu(node: ir.Node, attrs: DropoutAttributes, constants: dict, reuse: bool) 
         scale = attrs.inference_scale
         if len(node.outputs) > 1:
             raise ArgumentError(f"fusebridge.Dropout {node.name!r}: is_test has no mask output")
+        # Axes were checked against the rank when it was known (schema.parse); where it was
+        # not (an MXNet symbol declares no shapes), against each run's input.
+        unchecked = attrs.axes if node.inputs[0].shape is None else ()
 
         def run_test(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
             x = inputs[0]
+            if unchecked and (why := distinct_axes(unchecked, x.ndim)):
+                # The Session's step names the node before this text.
+                raise ModelFormatError(
+                    f"attribute axes = {unchecked}: {why} (input shaped {list(x.shape)})"
+                )
             return [x if scale == 1.0 else x * x.dtype.type(scale)]
 
         return run_test

@@ -11,7 +11,9 @@ import onnxruntime as ort
 
 from fusebridge import conventions, kernels
 from fusebridge.errors import ArgumentError, ExecutionError
+from fusebridge.runtime.empty_inputs import guard_recurrences, is_recurrence
 from fusebridge.runtime.partition_work import multiply_adds, work_terms
+from fusebridge.runtime.rank_checks import Checks
 from fusebridge.runtime.schedule import captured, ort_opsets
 from fusebridge.runtime.step import Step
 from fusebridge.session_graph import describe
@@ -111,11 +113,14 @@ def onnx_step(
     feeds: Mapping[str, ir.Value],
     opset_imports: Mapping[str, int] | None = None,
     alone: bool = False,
+    checks: Checks | None = None,
 ) -> Step:
     """A run of ONNX Runtime's nodes as one ONNX Runtime session, built once, at the model's
     opset imports (of the domains ONNX Runtime implements; opset 17 without them). `alone`: the
     session is the whole program (no kernel of ours runs), so it keeps ORT's default threads and
-    spinning; beside our kernels it runs on the calling thread."""
+    spinning; beside our kernels it runs on the calling thread. `checks`: of values the
+    partition makes (rank_checks.py), run in the first run of each signature of input ranks,
+    when ONNX Runtime is asked for those values too."""
     members = set(group)
     produced = {v.name for n in group for v in n.outputs}
     inputs, initializers = [], {}
@@ -127,12 +132,14 @@ def onnx_step(
                 initializers[v.name] = v.const_value
             else:
                 inputs.append(v)
+    checks = checks or {}
     outputs = [
         v
         for n in group
         for v in n.outputs
         if v.is_graph_output() or any(u.node not in members for u in v.uses())
     ]
+    probes = [v for n in group for v in n.outputs if v.name in checks and v not in outputs]
     label = label_of(group)
 
     def info(v: ir.Value) -> onnx.ValueInfoProto:
@@ -150,7 +157,7 @@ def onnx_step(
         _unique_names([ir.serde.serialize_node(n) for n in group]),
         "partition",
         [info(v) for v in inputs],
-        [output_info(v) for v in outputs],
+        [output_info(v) for v in outputs + probes],
         initializer=[ir.serde.serialize_tensor(t) for t in initializers.values()],
     )
     model = onnx.helper.make_model(
@@ -163,7 +170,7 @@ def onnx_step(
     )
     proto = model.SerializeToString()
 
-    def session(threads: int, spin_after_run: bool) -> ort.InferenceSession:
+    def session(threads: int, spin_after_run: bool, proto: bytes = proto) -> ort.InferenceSession:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         if not spin_after_run:
@@ -190,17 +197,48 @@ def onnx_step(
     fed = [n for n in in_names if n in feeds]
     reads = f" (it reads input(s) {fed})" if fed else ""
     terms = [] if alone or threads == 1 else work_terms(group, in_names, constants)
-    runners = [ort_runner(sess), None]
+    # [the session, the threaded one, the one for empty inputs (empty_inputs.py)], the last two
+    # made at the first run that needs them
+    runners = [ort_runner(sess), None, None]
+    # The element type of each recurrent op's X, for the zeros the guard makes
+    recurrent = {n.inputs[0].name: n.inputs[0].dtype for n in group if is_recurrence(n)}
+    checked: set[tuple] = set()  # the signatures of input ranks whose values were checked
+    probed = [v.name for v in outputs + probes if v.name in checks]
+    with_probes = out_names + [v.name for v in probes]
 
-    def run(xs: list[np.ndarray]) -> list[np.ndarray]:
-        heavy = bool(terms) and multiply_adds(terms, xs) >= THREADED_MIN_MACS
-        if heavy and runners[1] is None:
-            runners[1] = ort_runner(session(threads, False))
+    def runner(xs: list[np.ndarray]) -> Callable:
+        if recurrent and any(type(x) is np.ndarray and not x.size for x in xs):
+            if runners[2] is None:
+                types = {name: t.value for name, t in recurrent.items() if t is not None}
+                guarded = guard_recurrences(onnx.load_from_string(proto), types)
+                runners[2] = ort_runner(session(1, False, guarded.SerializeToString()))
+            return runners[2]
+        if bool(terms) and multiply_adds(terms, xs) >= THREADED_MIN_MACS:
+            if runners[1] is None:
+                runners[1] = ort_runner(session(threads, False))
+            return runners[1]
+        return runners[0]
+
+    def call(names: list[str], xs: list[np.ndarray]) -> list[np.ndarray]:
         try:
-            return runners[heavy](out_names, dict(zip(in_names, xs)), None)
+            return runner(xs)(names, dict(zip(in_names, xs)), None)
         except Exception as exc:
             raise ort_error("ONNX Runtime failed in", label + reads, group, exc) from exc
 
-    step = Step("onnx", label, in_names, out_names, run)
+    def run(xs: list[np.ndarray]) -> list[np.ndarray]:
+        return call(out_names, xs)
+
+    def run_checked(xs: list[np.ndarray]) -> list[np.ndarray]:
+        ranks = tuple(np.ndim(x) for x in xs)
+        if ranks in checked:
+            return call(out_names, xs)
+        results = call(with_probes, xs)
+        made = dict(zip(with_probes, results))
+        for name in probed:
+            checks[name](made[name])
+        checked.add(ranks)
+        return results[: len(out_names)]
+
+    step = Step("onnx", label, in_names, out_names, run_checked if probed else run)
     step.session = sess
     return step

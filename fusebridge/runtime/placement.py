@@ -90,6 +90,12 @@ class RunShape:
     checked: bool = False
     from_lengths: bool = False  # T and N taken from the lengths fed (the shapes did not say)
 
+    @property
+    def empty(self) -> bool:
+        """No step or no sequence: our kernel returns empty outputs (and h0 as the last state),
+        which ONNX Runtime's GRU cannot (it ends the process without sequence_lens)."""
+        return self.steps == 0 or self.batch == 0
+
 
 @dataclasses.dataclass(frozen=True)
 class Decision:
@@ -271,7 +277,7 @@ class Placement:
             (self._greedy(shapes, start) for start in (False, True)),
             key=lambda p: self.total(shapes, p),
         )
-        return tuple(k or s.checked for k, s in zip(best, shapes))
+        return tuple(k or s.checked or s.empty for k, s in zip(best, shapes))
 
     def _greedy(self, shapes: list[RunShape], start: bool) -> tuple[bool, ...]:
         current = (start,) * len(self.candidates)
@@ -337,6 +343,8 @@ class Placement:
                 reason = chosen
             elif shape.checked:
                 reason = "its lengths do not fit its input: the kernel checks them"
+            elif shape.empty:
+                reason = "no step or no sequence: the kernel returns empty outputs"
             elif on:
                 reason = "its kernel estimate plus the cuts it makes is below ONNX Runtime's"
             else:

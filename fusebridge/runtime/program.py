@@ -13,6 +13,7 @@ from fusebridge import ops
 from fusebridge.errors import Error, ExecutionError, ModelFormatError
 from fusebridge.runtime.control_flow import control_step
 from fusebridge.runtime.onnx_partition import onnx_step
+from fusebridge.runtime.rank_checks import Checks
 from fusebridge.runtime.schedule import handed_out, kind, schedule
 from fusebridge.runtime.step import Step
 from fusebridge.session_graph import describe, feed_phrase
@@ -30,8 +31,12 @@ class Program:
         feeds: Mapping[str, ir.Value],
         opset_imports: Mapping[str, int] | None = None,
         main: bool = False,
+        checks: Checks | None = None,
     ) -> None:
         self.graph = graph
+        # Checks of values (rank_checks.py): ONNX Runtime steps run those of the values they
+        # make; run() those of the values other steps make.
+        self._checks = checks or {}
         self._opset_imports = dict(opset_imports or {})
         self._feeds = feeds  # the Session's graph inputs, for messages that name a feed
         self._constants = {
@@ -62,6 +67,9 @@ class Program:
     def run(self, env: dict[str, np.ndarray], profile: dict[str, float] | None = None) -> None:
         """Runs every step, adding each one's outputs to env."""
         env.update(self._constant_outputs)
+        for name, check in self._checks.items():  # a value that is a feed
+            if name in env:
+                check(env[name])
         for step in self.steps:
             start = time.perf_counter() if profile is not None else 0.0
             try:
@@ -74,6 +82,10 @@ class Program:
             except Exception as exc:
                 raise ExecutionError(f"{step.where} failed: {exc}") from exc
             env.update(zip(step.outputs, results))
+            if self._checks and step.kind != "onnx":
+                for name, value in zip(step.outputs, results):
+                    if name in self._checks:
+                        self._checks[name](value)
             if profile is not None:
                 profile[step.label] = profile.get(step.label, 0.0) + time.perf_counter() - start
 
@@ -112,7 +124,11 @@ class Program:
             step = Step(what, f"{node.op_type} {node.name}", names, outputs, run, fixed)
             step.where = f"Session: {describe(node)}{self._fed(node)}"
             return step
-        return onnx_step(group, self._constants, self._feeds, self._opset_imports, self._alone)
+        made = {v.name for n in group for v in n.outputs}
+        checks = {k: c for k, c in self._checks.items() if k in made}
+        return onnx_step(
+            group, self._constants, self._feeds, self._opset_imports, self._alone, checks
+        )
 
     def _fed(self, node: ir.Node) -> str:
         """' (lengths is input 'data1' through Cast)': which of node's inputs come straight

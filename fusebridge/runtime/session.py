@@ -34,6 +34,7 @@ from fusebridge.lod_tensor import LoDTensor
 from fusebridge.runtime.onnx_partition import ort_runner
 from fusebridge.runtime.placement import Decision, Placement
 from fusebridge.runtime.program import Program
+from fusebridge.runtime.rank_checks import defer_axes_checks
 from fusebridge.runtime.step import Step
 from fusebridge.session_feeds import Dims, FeedSpec, as_feed, check_lengths, check_names
 from fusebridge.session_graph import check_graph, describe, feed_behind
@@ -151,6 +152,8 @@ class Session:
             model = ir.from_proto(ir.to_proto(model))
             InferTypes()(model)
             graph = model.graph
+        model, self._axes_checks = defer_axes_checks(model)
+        graph = model.graph
         # The inputs of this graph (a copy after inference): feed_behind matches by identity.
         feeds = {v.name: v for v in graph.inputs if v.name in self._graph_inputs}
         self._model = model
@@ -313,6 +316,9 @@ class Session:
             built.program.run(env, profile)
             owned = self._hand_out(env, built)
             taken = all(env[n] is feeds.get(n) for n in self._feed_names)  # no cast, no copy
+            # Not for empty feeds: the quick path would hand them to ONNX Runtime, which ends
+            # the process on some (onnx_partition._EmptyRun runs them instead).
+            taken = taken and all(env[n].size for n in self._feed_names)
             if built.fresh and taken and self._quick_ok and len(self._quick) < PLACEMENTS_KEPT:
                 self._quick[self._signature(feeds)] = self._quick_run(built.program.steps[0])
         if self._plain_outputs:  # no LoD output: the arrays as they are
@@ -442,9 +448,10 @@ class Session:
                 InferTypes()(model)  # the lowered nodes' values need their types
             graph = model.graph
             feeds = {v.name: v for v in graph.inputs if v.name in self._graph_inputs}
-            built = _Built(
-                Program(graph, {}, feeds, model.opset_imports, main=True), list(self._graph_inputs)
+            program = Program(
+                graph, {}, feeds, model.opset_imports, main=True, checks=self._axes_checks
             )
+            built = _Built(program, list(self._graph_inputs))
             self.builds += 1
             if len(self._programs) >= PROGRAMS_KEPT:
                 self._programs.pop(next(iter(self._programs)))

@@ -493,7 +493,7 @@ ERRORS = [
     (
         "matmul_dropout",
         (A, B, 0.5),
-        {"seed": 1, "transpose_a": 1},
+        {"seed": 1, "transpose_a": "yes"},
         ArgumentTypeError,
         "transpose_a must be True or False",
     ),

@@ -36,6 +36,7 @@ from fusebridge.integrations.kernels_library import (
     installed_kernels,
     library_dir,
 )
+from fusebridge.kernels.arguments import as_flag
 
 LIBRARY_NAME = "libfusebridge_mxnet.so"
 _KEY_NAME = "libfusebridge_mxnet.key"
@@ -128,6 +129,7 @@ def register(cache_dir: str | os.PathLike | None = None, force_rebuild: bool = F
     ops, so once loaded later calls (force_rebuild included) return the loaded library's
     path."""
     global _loaded
+    force_rebuild = as_flag(force_rebuild, "mxnet.register", "force_rebuild")
     with _lock:
         if _loaded is not None:
             return _loaded

@@ -15,6 +15,7 @@ from fusebridge import conventions
 from fusebridge.errors import ArgumentError, ModelFormatError
 from fusebridge.integrations.onnx.external_data import all_tensors, is_external
 from fusebridge.integrations.onnx.model_file import check_declared_dims
+from fusebridge.kernels.arguments import as_flag
 
 
 def model_proto(model: ir.Model) -> onnx.ModelProto:
@@ -83,7 +84,7 @@ def save_onnx(model: ir.Model, path: str | os.PathLike, *, portable: bool = Fals
     fusions) on a copy; what ONNX cannot express raises UnsupportedOpError naming the node and
     why. For a fused portable file, save `fusebridge.optimize(model, "portable")[0]` (what
     `fusebridge optimize --pipeline portable` writes)."""
-    if portable:
+    if as_flag(portable, "save_onnx", "portable"):
         from fusebridge.fuse_passes import optimize
 
         model = optimize(model, "lowering")[0]

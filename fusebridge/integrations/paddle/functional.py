@@ -10,11 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from fusebridge.errors import ArgumentError
 from fusebridge.integrations.paddle import op_library
-from fusebridge.kernels.arguments import as_probability
+from fusebridge.kernels.arguments import as_flag, as_int, as_probability
 from fusebridge.random import Key, _check_key, as_int64
 
 _MODES = ("upscale_in_train", "downgrade_in_infer")
@@ -24,13 +22,30 @@ def _key_tensor(key: Key, op: str) -> Any:
     import paddle
 
     k = _check_key(key, op)
-    return paddle.to_tensor(np.array([as_int64(k.seed), as_int64(k.offset)], np.int64))
+    # Not paddle.to_tensor: Paddle 3.3's Tensor(ndarray) keeps one list alive per tensor it
+    # makes (a training loop of a million steps would keep a million; fuzz/soak.py found it),
+    # and paddle.assign rounds int64 through floats. Two fills are exact and keep nothing
+    # (28 us a key against 20).
+    words = [paddle.full([1], as_int64(v), "int64") for v in (k.seed, k.offset)]
+    return paddle.concat(words)
 
 
 def _mode(mode: str, op: str) -> str:
     if mode not in _MODES:
         raise ArgumentError(f"{op}: mode must be one of {_MODES}, got {mode!r}")
     return mode
+
+
+def _checked(op: str, key: Key, p: object, mode: str, training: object, save_mask: object):
+    """What every op takes, checked before the op library is built or loaded: (the key as a
+    tensor, p, mode, is_test, save_mask)."""
+    return (
+        _key_tensor(key, op),
+        as_probability(p, op, "p"),
+        _mode(mode, op),
+        not as_flag(training, op, "training"),
+        as_flag(save_mask, op, "save_mask"),
+    )
 
 
 def dropout(
@@ -47,11 +62,9 @@ def dropout(
     float32 CPU tensor, bit for bit; its gradient reads the 1-bit mask, or with save_mask
     False regenerates the bits from the key (no mask kept for the backward)."""
     op = "fusebridge.integrations.paddle.dropout"
-    p = as_probability(p, op, "p")
-    out, _ = op_library.register().fusebridge_dropout(
-        x, _key_tensor(key, op), p, _mode(mode, op), not training, [int(a) for a in axes],
-        bool(save_mask),
-    )  # fmt: skip
+    key_t, p, mode, is_test, save_mask = _checked(op, key, p, mode, training, save_mask)
+    axes = [as_int(a, op, "axes") for a in axes]
+    out, _ = op_library.register().fusebridge_dropout(x, key_t, p, mode, is_test, axes, save_mask)
     return out
 
 
@@ -68,9 +81,10 @@ def softmax_dropout(
     """dropout(softmax(x, axis)) in one pass, bit-identical to softmax then `dropout` with
     the same key; the gradient recomputes the probabilities from x."""
     op = "fusebridge.integrations.paddle.softmax_dropout"
-    p = as_probability(p, op, "p")
+    key_t, p, mode, is_test, save_mask = _checked(op, key, p, mode, training, save_mask)
+    axis = as_int(axis, op, "axis")
     out, _ = op_library.register().fusebridge_softmax_dropout(
-        x, _key_tensor(key, op), p, _mode(mode, op), not training, int(axis), bool(save_mask)
+        x, key_t, p, mode, is_test, axis, save_mask
     )
     return out
 
@@ -91,11 +105,11 @@ def matmul_dropout(
     each output tile is in cache: bit-identical to the matmul then `dropout` with the same
     key; its gradient goes through Paddle's own matmul."""
     op = "fusebridge.integrations.paddle.matmul_dropout"
-    p = as_probability(p, op, "p")
+    key_t, p, mode, is_test, save_mask = _checked(op, key, p, mode, training, save_mask)
+    ta, tb = as_flag(transpose_a, op, "transpose_a"), as_flag(transpose_b, op, "transpose_b")
     out, _ = op_library.register().fusebridge_matmul_dropout(
-        a, b, _key_tensor(key, op), p, _mode(mode, op), not training, bool(transpose_a),
-        bool(transpose_b), bool(save_mask),
-    )  # fmt: skip
+        a, b, key_t, p, mode, is_test, ta, tb, save_mask
+    )
     return out
 
 

@@ -12,10 +12,13 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <stdexcept>
+#include <thread>
 #include <type_traits>
 
 #include "checks.hpp"
@@ -158,19 +161,34 @@ static void bind_descriptor(nb::module_& m, const char* name) {
 NB_MODULE(_C, m) {
     m.doc() = "fusebridge compiled kernels";
 
-    // A failed check in C++ (std::invalid_argument, checks.hpp) reaches Python as fusebridge's
-    // ArgumentError, as the same check in a Python face does. The class stays referenced for
-    // the life of the process (the translator holds it).
-    nb::object argument_error = nb::module_::import_("fusebridge.errors").attr("ArgumentError");
-    nb::register_exception_translator(
-        [](const std::exception_ptr& p, void* payload) {
-            try {
-                std::rethrow_exception(p);
-            } catch (const std::invalid_argument& e) {
-                PyErr_SetString(static_cast<PyObject*>(payload), e.what());
-            }
-        },
-        argument_error.release().ptr());
+    // Every C++ exception reaches Python as a fusebridge error: a failed check
+    // (std::invalid_argument, checks.hpp) as ArgumentError, as the same check in a Python face
+    // does; anything else (std::bad_alloc of work memory, a broken invariant) as ExecutionError.
+    // Exceptions thrown inside the kernels' pool arrive here on the calling thread
+    // (parallel.hpp). The classes stay referenced for the life of the process (the translator
+    // holds them).
+    static PyObject* argument_error = nullptr;
+    static PyObject* execution_error = nullptr;
+    nb::module_ errors = nb::module_::import_("fusebridge.errors");
+    argument_error = nb::object(errors.attr("ArgumentError")).release().ptr();
+    execution_error = nb::object(errors.attr("ExecutionError")).release().ptr();
+    nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+        try {
+            std::rethrow_exception(p);
+        } catch (const nb::python_error&) {
+            throw;  // a Python error passing through C++, and nanobind's own: nanobind's translator
+        } catch (const nb::builtin_exception&) {
+            throw;
+        } catch (const std::invalid_argument& e) {
+            PyErr_SetString(argument_error, e.what());
+        } catch (const std::bad_alloc&) {
+            PyErr_SetString(execution_error,
+                            "the compiled core could not allocate its work memory "
+                            "(std::bad_alloc): the process is out of memory");
+        } catch (const std::exception& e) {
+            PyErr_SetString(execution_error, e.what());
+        }
+    });
 
     nb::enum_<Isa>(m, "Isa")
         .value("scalar", Isa::scalar)
@@ -398,6 +416,28 @@ NB_MODULE(_C, m) {
         parallel_for(threads, threads, [](int64_t, int) {});
         return std::min(threads, 1 + pool_workers());
     });
+    // Test hook (tests/kernels/test_parallel_errors.py): `parts` parts of `sleep_us` each on
+    // up to `threads` threads, where a part run on slot `throw_slot` or above throws `kind`
+    // (invalid_argument, bad_alloc or logic_error), as a kernel's part might; returns how many
+    // parts the pool's workers ran when nothing threw.
+    m.def(
+        "_parallel_throw_test",
+        [](int64_t parts, int threads, int throw_slot, const std::string& kind, int sleep_us) {
+            nb::gil_scoped_release release;
+            std::atomic<int64_t> on_workers{0};
+            parallel_for(parts, threads, [&](int64_t part, int slot) {
+                std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+                if (slot > 0) on_workers.fetch_add(1);
+                if (slot < throw_slot) return;
+                const std::string what = "test exception in part " + std::to_string(part) +
+                                         " on slot " + std::to_string(slot);
+                if (kind == "bad_alloc") throw std::bad_alloc();
+                if (kind == "invalid_argument") throw std::invalid_argument(what);
+                throw std::logic_error(what);
+            });
+            return on_workers.load();
+        },
+        "parts"_a, "threads"_a, "throw_slot"_a, "kind"_a, "sleep_us"_a);
     m.def("blas_threads", &blas_threads);
     m.def("blas_config", &blas_config);
 }

@@ -10,7 +10,9 @@
 // finds nothing left (as in Eigen's and ONNX Runtime's pools). Which thread computes a part
 // never changes a bit of it: kernels cut their work by shapes.
 #pragma once
+#include <atomic>
 #include <cstdint>
+#include <exception>
 #include <utility>
 
 namespace fusebridge {
@@ -24,16 +26,35 @@ void run_parts(int64_t parts, int threads, PartFn fn, const void* ctx);
 // caller (slot 0) and pool workers (slots 1 .. threads-1), each taking the next part nobody has
 // taken. Returns when all are done. Runs on the caller alone when threads or parts are <= 1,
 // inside another parallel_for (nesting), or while another thread's job holds the pool (two
-// Python threads in kernels at once share the cores instead of oversubscribing them). fn must
-// not throw: an exception ends the process, as one leaving an OpenMP region does.
+// Python threads in kernels at once share the cores instead of oversubscribing them).
+//
+// An exception thrown by a part (std::bad_alloc from a scratch buffer, a check) is caught on the
+// thread that ran it, the parts not started yet are skipped, and the first one caught is thrown
+// again on the calling thread once every started part has returned: no exception leaves a pool
+// worker (which would end the process), and the caller's own handlers (the Python binding's
+// translator, the framework glues' catch) see it as if the loop had run on their thread.
 template <class F>
 void parallel_for(int64_t parts, int threads, const F& fn) {
+    struct Job {
+        explicit Job(const F& f) : fn(f) {}
+        const F& fn;
+        mutable std::atomic<bool> failed{false};
+        mutable std::exception_ptr error;  // written once, by the part that set `failed` first
+    } job(fn);
     detail::run_parts(
         parts, threads,
         [](const void* ctx, int64_t part, int slot) noexcept {
-            (*static_cast<const F*>(ctx))(part, slot);
+            const Job& j = *static_cast<const Job*>(ctx);
+            if (j.failed.load(std::memory_order_relaxed)) return;
+            try {
+                j.fn(part, slot);
+            } catch (...) {
+                if (!j.failed.exchange(true)) j.error = std::current_exception();
+            }
         },
-        &fn);
+        &job);
+    // run_parts returned after every part's end (a release/acquire pair): `error` is visible.
+    if (job.error) std::rethrow_exception(job.error);
 }
 
 // [begin, end) of part p of `items` cut into `parts` contiguous parts of near-equal size.

@@ -364,6 +364,60 @@ def test_attribute_values_are_checked(tmp_path, nodes, error, fragments):
     expect(error, lambda: fb.load(path), str(path), *fragments)
 
 
+def _gluon_export_with_dropout_axes(tmp_path: Path, axes: str) -> Path:
+    """The attention fixture (a gluon export: no shapes declared, its Dropout's input of rank
+    3) with the Dropout's axes set."""
+    symbol = json.loads((FIXTURES / "attention-symbol.json").read_text())
+    (dropout,) = [n for n in symbol["nodes"] if n["op"] == "Dropout"]
+    dropout.setdefault("attrs", {})["axes"] = axes
+    (tmp_path / "m-symbol.json").write_text(json.dumps(symbol))
+    (tmp_path / "m-0000.params").write_bytes((FIXTURES / "attention-0000.params").read_bytes())
+    return tmp_path / "m-symbol.json"
+
+
+@pytest.mark.parametrize("optimized", [False, True])
+def test_dropout_axes_beyond_the_rank_are_refused_when_the_rank_is_known(tmp_path, optimized):
+    """Issue 31: Dropout(axes=(99,)) of an inference model loaded and ran, its axes never
+    checked (the symbol declares no shapes; the inference dropout was folded away). It stays in
+    the graph while its rank is unknown and is checked at the first run."""
+    from fusebridge.models.mxnet_models import sample_inputs
+
+    path = _gluon_export_with_dropout_axes(tmp_path, "(99,)")
+    model = fb.load(path)  # no rank at load: nothing to check against
+    if optimized:
+        model, report = fb.optimize(model)
+        (refusal,) = [r for p in report.passes if p.name == "inference_dropout" for r in p.refusals]
+        assert "unknown rank" in str(refusal)
+    session = fb.Session(model)
+    expect(
+        fb.ModelFormatError,
+        lambda: session.run({"data": sample_inputs("attention")[0]}),
+        "Dropout node 'attention_dropout0_fwd",
+        "axes = (99,)",
+        "rank 3",
+    )
+
+
+def test_dropout_axes_are_checked_against_each_feeds_rank(tmp_path):
+    """A dropout straight on a feed of no declared shape: its axes meet each run's rank."""
+    session = fb.Session(
+        fb.optimize(fb.load(save(tmp_path, [var("x"), op("Dropout", "d", [0], axes="(2,)")])))[0]
+    )
+    x = np.ones((2, 3, 4), np.float32)
+    np.testing.assert_array_equal(next(iter(session.run({"x": x}).values())), x)
+    expect(fb.ModelFormatError, lambda: session.run({"x": x[0]}), "'d/", "axes = (2,)", "rank 2")
+
+
+def test_dropout_axes_that_fit_run_as_the_identity(tmp_path):
+    from fusebridge.models.mxnet_models import sample_inputs
+
+    data = sample_inputs("attention")[0]
+    plain = fb.Session(fb.optimize(fb.load(FIXTURES / "attention-symbol.json"))[0])
+    shared = fb.Session(fb.optimize(fb.load(_gluon_export_with_dropout_axes(tmp_path, "(1,)")))[0])
+    for got, want in zip(shared.run({"data": data}).values(), plain.run({"data": data}).values()):
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize(
     ("attrs", "error", "fragments"),
     [

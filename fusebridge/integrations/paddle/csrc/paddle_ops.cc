@@ -76,14 +76,17 @@ fb::Isa isa() {
     return chosen;
 }
 
-// Runs `body`, re-raising a GlueError as a Paddle error that names the op.
+// Runs `body`, re-raising a C++ exception (a GlueError, a kernel's check, or one a part of a
+// kernel threw on a pool thread, carried to this one) as a Paddle error that names the op.
 template <typename F>
 auto guarded(const char* op, F&& body) -> decltype(body()) {
     try {
         return body();
-    } catch (const glue::GlueError& e) {
-        PD_THROW(op, ": ", e.what());
-    } catch (const std::invalid_argument& e) {  // the kernels' own checks
+    } catch (const ::common::PD_Exception&) {
+        throw;  // PD_THROW's own (require() below): it names the op already
+    } catch (const std::bad_alloc&) {
+        PD_THROW(op, ": the kernel could not allocate its work memory (std::bad_alloc)");
+    } catch (const std::exception& e) {
         PD_THROW(op, ": ", e.what());
     }
 }
