@@ -18,8 +18,8 @@ import pytest
 
 import fusebridge as fb
 from fusebridge import kernels
-from fusebridge.models import assets
 from fusebridge.kernels.arguments import as_flag
+from fusebridge.models import assets
 
 PUBLIC_MODULES = (
     "fusebridge",

@@ -16,7 +16,7 @@ import pytest
 
 sys.path.append(str(Path(__file__).parents[1]))  # the fuzz package, after the installed one
 
-from fuzz import soak  # noqa: E402
+from fuzz import soak
 
 SHORT_BOUND_MIB = 16.0
 

@@ -5,7 +5,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from gemm_bound import gemm_error_bound
+from error_bounds import gemm_error_bound
 
 from fusebridge import ArgumentError, kernels
 from fusebridge.kernels import core

@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 import pytest
-from gemm_bound import gemm_error_bound
+from error_bounds import gemm_error_bound
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

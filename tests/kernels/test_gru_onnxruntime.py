@@ -14,11 +14,13 @@ What ONNX Runtime 1.31 does that the tests work around:
   on the non-empty sentences only."""
 
 import functools
+from typing import NamedTuple
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from error_bounds import FUSEBRIDGE, ONNXRUNTIME, assert_within, padded_gru_bound
 from gru_impls import _kernel, impl_fixture  # noqa: F401  (fixture `impl`)
 from onnx import TensorProto, helper
 
@@ -113,7 +115,33 @@ def run_both(impl, feeds, direction, linear_before_reset, layout="tnc", **acts):
     d = y.shape[1]
     # Y [T, D, N, H] -> ours [T, N, D*H], forward half first.
     expected = y.transpose(0, 2, 1, 3).reshape(T, N, d * H)
-    return hidden, last, expected, y_h
+    # Both within their error bounds of the formula (the reference's own error, in float64, is
+    # nil next to them): tests/error_bounds.py.
+    args = (x, feeds["W"].transpose(0, 2, 1), feeds["R"].transpose(0, 2, 1), feeds["B"][:, : 3 * H])
+    kw = dict(
+        bias_h=feeds["B"][:, 3 * H :],
+        h0=feeds.get("initial_h"),
+        seq_lens=feeds["sequence_lens"],
+        direction=direction,
+        linear_before_reset=linear_before_reset,
+        **acts,
+    )
+    libs = [ONNXRUNTIME] + ([FUSEBRIDGE] if impl is _kernel else [])
+    bounds = [padded_gru_bound(*args, lib=lib, **kw) for lib in libs]
+    return Compared(hidden, last, expected, y_h, *(sum(b) for b in zip(*bounds)))
+
+
+class Compared(NamedTuple):
+    hidden: np.ndarray
+    last: np.ndarray
+    expected: np.ndarray  # ONNX Runtime's Y as [T, N, D*H]
+    y_h: np.ndarray
+    hidden_bound: np.ndarray  # |hidden - expected| may reach it
+    last_bound: np.ndarray
+
+    def check(self, where: str = "") -> None:
+        assert_within(self.hidden, self.expected, self.hidden_bound, f"{where} Y")
+        assert_within(self.last, self.y_h, self.last_bound, f"{where} Y_h")
 
 
 @pytest.mark.parametrize("has_h0", [False, True], ids=["zero_h0", "h0"])
@@ -123,33 +151,30 @@ def test_padded_tnc(impl, direction, linear_before_reset, has_h0):
     feeds = case(
         DIRECTIONS.index(direction) * 4 + 2 * linear_before_reset + has_h0, direction, has_h0
     )
-    hidden, last, expected, y_h = run_both(impl, feeds, direction, linear_before_reset)
-    np.testing.assert_allclose(hidden, expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(last, y_h, rtol=1e-5, atol=1e-6)
+    both = run_both(impl, feeds, direction, linear_before_reset)
+    both.check()
     for n, length in enumerate(LENGTHS):  # padding exactly zero
-        assert not hidden[length:, n].any()
+        assert not both.hidden[length:, n].any()
 
 
 @pytest.mark.parametrize("linear_before_reset", [False, True], ids=["lbr0", "lbr1"])
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_ntc_against_time_major_onnx(impl, direction, linear_before_reset):
     feeds = case(20 + DIRECTIONS.index(direction) * 2 + linear_before_reset, direction, True)
-    hidden, last, expected, y_h = run_both(impl, feeds, direction, linear_before_reset, "ntc")
-    np.testing.assert_allclose(hidden, expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(last, y_h, rtol=1e-5, atol=1e-6)
+    run_both(impl, feeds, direction, linear_before_reset, "ntc").check()
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_zero_length_sentence(impl, direction):
     lengths = [3, 0, 6, 1]
     feeds = case(30 + DIRECTIONS.index(direction), direction, True, lengths)
-    hidden, last, expected, y_h = run_both(impl, feeds, direction, True)
-    np.testing.assert_allclose(hidden, expected, rtol=1e-5, atol=1e-6)
-    assert not hidden[:, 1].any()
+    both = run_both(impl, feeds, direction, True)
+    assert_within(both.hidden, both.expected, both.hidden_bound, "Y")
+    assert not both.hidden[:, 1].any()
     real = [n for n, length in enumerate(lengths) if length]
-    np.testing.assert_allclose(last[:, real], y_h[:, real], rtol=1e-5, atol=1e-6)
+    assert_within(both.last[:, real], both.y_h[:, real], both.last_bound[:, real], "Y_h")
     # Ours keeps initial_h for the empty sentence (ONNX Runtime gives zeros there).
-    np.testing.assert_allclose(last[:, 1], feeds["initial_h"][:, 1], rtol=0, atol=0)
+    np.testing.assert_array_equal(both.last[:, 1], feeds["initial_h"][:, 1])
 
 
 @pytest.mark.parametrize(
@@ -158,11 +183,9 @@ def test_zero_length_sentence(impl, direction):
 )
 def test_activations(impl, gate_activation, activation):
     feeds = case(40, "bidirectional", True)
-    hidden, last, expected, y_h = run_both(
+    run_both(
         impl, feeds, "bidirectional", True, gate_activation=gate_activation, activation=activation
-    )
-    np.testing.assert_allclose(hidden, expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(last, y_h, rtol=1e-5, atol=1e-6)
+    ).check()
 
 
 @pytest.mark.parametrize("where", ["X", "R"])
@@ -173,7 +196,7 @@ def test_nan_propagates_where_onnxruntime_drops_it(where):
     the float64 reference has it (test_gru.py checks every ISA path and activation)."""
     feeds = case(50, "bidirectional", True)
     feeds[where] = np.full_like(feeds[where], np.nan)
-    hidden, last, expected, y_h = run_both(_kernel, feeds, "bidirectional", True)
+    hidden, last, expected, y_h, *_ = run_both(_kernel, feeds, "bidirectional", True)
     assert not np.isnan(expected).any()  # ONNX Runtime: finite, the initial state kept
     np.testing.assert_array_equal(y_h, feeds["initial_h"])
     real = np.zeros_like(hidden, bool)

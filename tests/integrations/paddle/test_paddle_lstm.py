@@ -9,6 +9,14 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
+from error_bounds import (
+    ONNXRUNTIME,
+    PADDLE,
+    Activations,
+    assert_within,
+    gemm_error_bound,
+    lstm_bound,
+)
 from paddle_lstm_models import LAC, reference_lstm, save_lstm
 from paddle_oracle import paddle_or_skip, run_executor
 
@@ -112,19 +120,48 @@ def _feeds(config: dict, seed: int = 3) -> dict:
     return {n: (a.astype(np.float32), lens) for n, (a, lens) in feeds.items()}
 
 
+def _lstm_bound(folder: Path, config: dict, feeds: dict, lib: Activations) -> np.ndarray:
+    """The error bound of one implementation of the saved model (tests/error_bounds.py): the
+    projection's products, then the recurrence's, with `lib`'s activations."""
+    from fusebridge.integrations.paddle.params import read_paddle_model
+
+    _, params = read_paddle_model(folder)
+    x = feeds["x"][0].astype(np.float64)
+    projection = config.get("projection", "fc")
+    if projection is None:
+        gates, gates_error = x, None
+    else:
+        w = params["proj.w" if projection == "mul" else "fc_0.w_0"].astype(np.float64)
+        b = params["fc_0.b_0"].astype(np.float64) if projection == "fc" else np.zeros(w.shape[1])
+        gates = x @ w + b
+        gates_error = gemm_error_bound(np.abs(x) @ np.abs(w) + np.abs(b), w.shape[0], 1)
+    states = [feeds[n][0] if n in feeds else None for n in ("h0", "c0")]
+    keys = ("is_reverse", "gate_activation", "cell_activation", "candidate_activation")
+    attrs = {k.replace("is_reverse", "reverse"): config[k] for k in keys if k in config}
+    _, bound = lstm_bound(
+        gates, params["lstm.w"], params["lstm.b"], *states, lengths=LENGTHS, lib=lib,
+        use_peepholes=config.get("use_peepholes", True), x_error=gates_error, **attrs,
+    )  # fmt: skip
+    return bound
+
+
 @pytest.mark.paddle
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_lstm_matches_paddle(tmp_path, name):
+    """Within the sum of both implementations' error bounds, which grow with the steps and the
+    recurrence (identity gates reach 1e23 in 7 steps): our LSTM runs in ONNX Runtime. A fixed
+    1e-5 of the output's scale failed on an AVX512-FP16 Xeon (1.16e-5), where Paddle's GEMMs
+    take other kernels (issue 31)."""
     paddle_or_skip()
     config = CONFIGS[name]
     save_lstm(tmp_path, **config)
     feeds = _feeds(config)
     (want,) = run_executor(tmp_path, feeds).values()
+    bound = sum(_lstm_bound(tmp_path, config, feeds, lib) for lib in (ONNXRUNTIME, PADDLE))
     model = fb.load(tmp_path)
     optimized, report = fb.optimize(model)
-    for m in (model, optimized):
-        got = _run(m, feeds)
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * _scale(want))
+    for label, m in (("as loaded", model), ("optimized", optimized)):
+        assert_within(_run(m, feeds), want, bound, f"{name}, {label}")
     projection = config.get("projection", "fc")
     if projection is not None:  # the projection folds into the LSTM's W
         assert report.fired(f"{projection}_lstm") == 1 and "MatMul" not in _ops(optimized)
