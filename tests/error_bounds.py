@@ -20,6 +20,7 @@ the two bounds; `assert_within` checks that, element by element."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -63,11 +64,13 @@ PADDLE = Activations("paddle", **LIBRARY, sigmoid_clamp=(-40.0, 13.0))
 
 
 def _slope(kind: str, z: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """The largest |f'| over [z - e, z + e]."""
+    """The largest |f'| over [z - e, z + e] (each f' here peaks at 0 and falls off with |z|)."""
+    nearest = np.where(np.abs(z) <= e, 0.0, np.abs(z) - e)  # the point closest to 0
     if kind in ("sigmoid", "tanh"):
-        nearest = np.where(np.abs(z) <= e, 0.0, np.abs(z) - e)  # the point closest to 0
         s = 1 / (1 + np.exp(-nearest))
         return s * (1 - s) if kind == "sigmoid" else 1 - np.tanh(nearest) ** 2
+    if kind == "erf":
+        return 2 / np.sqrt(np.pi) * np.exp(-(nearest**2))
     if kind == "relu":
         return (z + e > 0).astype(np.float64)
     return np.ones_like(z)
@@ -80,12 +83,13 @@ def activate(
     f = {
         "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
         "tanh": np.tanh,
+        "erf": np.vectorize(math.erf, otypes=[np.float64]),
         "relu": lambda v: np.maximum(v, 0.0),
         "identity": lambda v: v,
     }[kind]
     value = f(z)
     bound = _slope(kind, z, e) * e
-    if kind in ("sigmoid", "tanh"):
+    if kind in ("sigmoid", "tanh", "erf"):
         bound = bound + lib.rel * np.abs(value) + lib.abs
     if kind == "sigmoid" and lib.sigmoid_clamp is not None:
         low, high = lib.sigmoid_clamp
@@ -301,9 +305,74 @@ def rnn_bound(
     return _run(step, starts, lengths, reverse, gx, egx, wh.shape[0])
 
 
+def pool_bound(x: np.ndarray, offsets: Sequence[int], pooltype: str, ex=None) -> np.ndarray:
+    """The bound of sequence_pool's rows [N, C] over LoD x [words, C] (known within ex): a sum of
+    a sentence's n rows (and AVERAGE's or SQRT's scale) rounds by gamma_{n+2}; MAX, LAST and
+    FIRST pick one element, whose own error they keep; an empty sentence is its pad value."""
+    x = np.abs(np.asarray(x, np.float64))
+    ex = np.zeros_like(x) if ex is None else np.asarray(ex, np.float64)
+    rows = []
+    for s, t in zip(offsets[:-1], offsets[1:]):
+        n = int(t - s)
+        if n == 0:
+            rows.append(np.zeros(x.shape[1:]))
+        elif pooltype in ("MAX", "LAST", "FIRST"):
+            pick = {"LAST": t - 1, "FIRST": s}.get(pooltype)
+            rows.append(ex[s:t].max(axis=0) if pick is None else ex[pick])
+        else:
+            scale = {"SUM": 1.0, "AVERAGE": 1.0 / n, "SQRT": 1.0 / np.sqrt(n)}[pooltype]
+            rows.append(scale * (ex[s:t].sum(axis=0) + gamma(n + 2) * x[s:t].sum(axis=0)))
+    return np.array(rows).reshape(len(offsets) - 1, *x.shape[1:])
+
+
+def viterbi_margin(emission: np.ndarray, transition: np.ndarray, offsets) -> np.ndarray:
+    """Per sentence: the best path's score less the second best's (2-best Viterbi in float64;
+    inf for a sentence of one path or none), over Paddle's transition [tags + 2, tags] (start,
+    end, then from -> to)."""
+    x, trans = np.asarray(emission, np.float64), np.asarray(transition, np.float64)
+    start, end, w = trans[0], trans[1], trans[2:]
+    margins = []
+    for s, t in zip(offsets[:-1], offsets[1:]):
+        if t - s == 0:
+            margins.append(np.inf)
+            continue
+        best = np.stack([start + x[s], np.full(len(start), -np.inf)])  # [2, tags] per tag
+        for xk in x[s + 1 : t]:
+            # every (rank, from) continuation into each tag: keep the two highest
+            cand = (best[:, :, None] + w[None]).reshape(-1, w.shape[1])
+            best = -np.sort(-cand, axis=0)[:2] + xk
+        final = np.sort((best + end).reshape(-1))[::-1]
+        margins.append(final[0] - final[1] if np.isfinite(final[1]) else np.inf)
+    return np.array(margins)
+
+
+def path_score_bound(emission, transition, offsets, emission_error) -> np.ndarray:
+    """Per sentence: a bound on the error of any path's float32 score (its 2L + 1 terms summed,
+    and the emissions' own errors along it)."""
+    x, trans = np.abs(np.asarray(emission, np.float64)), np.abs(np.asarray(transition))
+    ex = np.asarray(emission_error, np.float64)
+    bounds = []
+    for s, t in zip(offsets[:-1], offsets[1:]):
+        n = int(t - s)
+        if n == 0:
+            bounds.append(0.0)
+            continue
+        terms = trans[0].max() + trans[1].max() + (n - 1) * trans[2:].max() + x[s:t].max(1).sum()
+        bounds.append(gamma(2 * n + 1) * terms + ex[s:t].max(1).sum())
+    return np.array(bounds)
+
+
+def softmax_sum_bound(n: int, lib: Activations) -> float:
+    """How far the float32 sum of n softmax probabilities may lie from 1: each probability
+    within its exp's error (twice: the numerator and inside the sum), the normalizing sum's and
+    the division's rounding; then the n probabilities' own sum."""
+    return 2 * lib.rel + gamma(n) + 2 * U + gamma(n - 1) + n * lib.abs
+
+
 def assert_within(got: np.ndarray, want: np.ndarray, bound: np.ndarray, where: str = "") -> None:
     """|got - want| <= bound everywhere (NaN nowhere), naming the worst element."""
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    want = np.broadcast_to(want, got.shape) if want.ndim == 0 else want  # a value for all
     assert got.shape == want.shape, f"{where}: shapes {got.shape} and {want.shape}"
     excess = np.abs(got - want) - np.broadcast_to(bound, got.shape)
     if not np.all(excess <= 0):

@@ -44,20 +44,22 @@ def run_inference(model_dir: str | os.PathLike, feeds: dict[str, np.ndarray]) ->
     return [predictor.get_output_handle(n).copy_to_cpu() for n in predictor.get_output_names()]
 
 
-def assert_close_to_scale(
-    got: list[np.ndarray], want: list[np.ndarray], where: str, tolerance: float = 1e-5
+def assert_close_to_paddle(
+    model, feeds: dict, got: list, want: list, where: str, ours=None
 ) -> None:
-    """Each output within `tolerance` of the largest |value| Paddle gave for it."""
-    assert len(got) == len(want), where
-    for k, (g, w) in enumerate(zip(got, want)):
-        assert g.shape == w.shape, f"{where} output {k}"
-        scale = max(float(np.abs(w).max()), 1e-6)
-        err = float(np.abs(g - w).max()) / scale
-        assert err <= tolerance, f"{where} output {k}: error {err:.2e} of the output scale"
+    """Each output (in order) within ours (`ours`: the library model of our side, a Session's
+    by default) and Paddle's error bounds of `model` on `feeds` (tests/graph_bounds.py)."""
+    from error_bounds import PADDLE, assert_within
+    from graph_bounds import SESSION, output_bounds
+
+    bounds = list(output_bounds(model, feeds, (ours or SESSION, PADDLE)).values())
+    assert len(got) == len(want) == len(bounds), where
+    for k, (g, w, b) in enumerate(zip(got, want, bounds)):
+        assert_within(g, w, b, f"{where} output {k}")
 
 
 __all__ = [
-    "assert_close_to_scale",
+    "assert_close_to_paddle",
     "legacy_static",
     "paddle_or_skip",
     "run_executor",

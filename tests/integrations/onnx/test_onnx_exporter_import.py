@@ -13,6 +13,8 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
+from error_bounds import ONNXRUNTIME, assert_within
+from graph_bounds import SESSION, output_bounds
 
 import fusebridge as fb
 from fusebridge.integrations.onnx.load import LOAD_REPORT
@@ -26,12 +28,12 @@ def _ort(path, feeds: dict) -> list[np.ndarray]:
     return sess.run(None, feeds)
 
 
-def _assert_close(ours: list[np.ndarray], theirs: list[np.ndarray]) -> None:
+def _assert_close(model, feeds: dict, ours: list[np.ndarray], theirs: list[np.ndarray]) -> None:
+    """Within ours and ONNX Runtime's error bounds of the model (tests/graph_bounds.py)."""
     assert len(ours) == len(theirs)
-    for got, want in zip(ours, theirs):
-        assert got.shape == want.shape
-        scale = 1.0 + float(np.abs(want).max(initial=0.0))
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * scale)
+    bounds = list(output_bounds(model, feeds, (SESSION, ONNXRUNTIME)).values())
+    for k, (got, want) in enumerate(zip(ours, theirs)):
+        assert_within(got, want, bounds[k], f"output {k}")
 
 
 def _load_quietly(path, caplog, capfd) -> ir.Model:
@@ -50,7 +52,7 @@ def _run(model, path, feeds: dict) -> None:
     """Ours (as loaded) against ONNX Runtime on the original file, output by output."""
     names = [o.name for o in ort.InferenceSession(str(path)).get_outputs()]
     ours = fb.Session(model).run(feeds)
-    _assert_close([ours[n] for n in names], _ort(path, feeds))
+    _assert_close(model, feeds, [ours[n] for n in names], _ort(path, feeds))
 
 
 def _check_types(model, tmp_path, path, feeds: dict) -> None:
@@ -60,7 +62,7 @@ def _check_types(model, tmp_path, path, feeds: dict) -> None:
     portable = tmp_path / "portable.onnx"
     fb.save_onnx(model, portable, portable=True)
     onnx.shape_inference.infer_shapes(onnx.load(portable), check_type=True, strict_mode=True)
-    _assert_close(_ort(portable, feeds), _ort(path, feeds))
+    _assert_close(model, feeds, _ort(portable, feeds), _ort(path, feeds))
 
 
 class _GruOneOutput(nn.Module):

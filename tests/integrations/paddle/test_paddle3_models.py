@@ -1,8 +1,8 @@
 """Paddle 3 models as Paddle 3.3 saves them (tests/fixtures/paddle3, written by
 tests/paddle3_fixtures.py): PIR programs from paddle.jit.save and save_inference_model, and
 legacy .pdmodel from save_inference_model with PIR off. Each loads without paddle, equals
-Paddle Inference's predictor on the same files within 1e-5 of the output scale (as loaded and
-optimized), exports portable ONNX that plain ONNX Runtime runs with the same outputs, and gets
+Paddle Inference's predictor on the same files within both error bounds (tests/graph_bounds.py;
+as loaded and optimized), exports portable ONNX that plain ONNX Runtime runs with the same outputs, and gets
 the fusions its ops call for."""
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ import numpy as np
 import onnxruntime as ort
 import paddle3_fixtures as fixtures
 import pytest
-from paddle_oracle import assert_close_to_scale, paddle_or_skip, run_inference
+from error_bounds import ONNXRUNTIME
+from graph_bounds import SESSION, check_outputs, output_bounds
+from paddle_oracle import assert_close_to_paddle, paddle_or_skip, run_inference
 from python_under_test import run_python
 
 import fusebridge as fb
@@ -23,8 +25,6 @@ from fusebridge.errors import ModelFormatError, UnsupportedOpError
 
 ROOT = fixtures.DEFAULT_OUT_DIR
 SAVED = sorted(f"{p.parent.name}/{p.name}" for p in ROOT.glob("*/*") if p.is_dir())
-# Output scale: a model's outputs are compared within TOLERANCE * max |Paddle's output|.
-TOLERANCE = 1e-5
 
 
 def _feeds(saved: str, batch: int) -> dict[str, np.ndarray]:
@@ -33,10 +33,6 @@ def _feeds(saved: str, batch: int) -> dict[str, np.ndarray]:
 
 def _predict(saved: str, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     return run_inference(ROOT / saved, feeds)
-
-
-def _assert_close(got: list[np.ndarray], want: list[np.ndarray], where: str) -> None:
-    assert_close_to_scale(got, want, where, TOLERANCE)
 
 
 def test_the_fixtures_cover_every_model_and_way():
@@ -67,18 +63,21 @@ def test_session_equals_paddle_inference(saved, batch):
     model = fb.load(ROOT / saved)
     for label, graph in (("as loaded", model), ("optimized", fb.optimize(model)[0])):
         got = list(fb.Session(graph).run(feeds).values())
-        _assert_close(got, want, f"{saved} {label}, batch {batch}")
+        assert_close_to_paddle(model, feeds, got, want, f"{saved} {label}, batch {batch}")
 
 
 @pytest.mark.parametrize("saved", SAVED)
 def test_portable_export_runs_in_plain_onnxruntime(saved, tmp_path):
     feeds = _feeds(saved, 3)
-    optimized = fb.optimize(fb.load(ROOT / saved))[0]
-    want = list(fb.Session(optimized).run(feeds).values())
+    model = fb.load(ROOT / saved)
+    optimized = fb.optimize(model)[0]
+    want = fb.Session(optimized).run(feeds)
     path = tmp_path / "portable.onnx"
     fb.save_onnx(fb.optimize(fb.load(ROOT / saved), "portable")[0], path)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    _assert_close(session.run(None, feeds), want, f"{saved} portable")
+    got = dict(zip(want, session.run(None, feeds)))
+    bounds = output_bounds(model, feeds, (SESSION, ONNXRUNTIME))
+    check_outputs(got, want, bounds, f"{saved} portable")
 
 
 def _ops(saved: str) -> list[str]:

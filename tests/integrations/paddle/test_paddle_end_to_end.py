@@ -9,6 +9,8 @@ import subprocess
 import sys
 
 import numpy as np
+from error_bounds import PADDLE, assert_within
+from graph_bounds import SESSION, output_bounds
 import pytest
 
 import fusebridge as fb
@@ -40,14 +42,18 @@ def _batch(n: int, seed: int):
     return rng.integers(0, 1000, (sum(lengths), 1)).astype(np.int64), lengths
 
 
-def _assert_matches_paddle(ours: dict, theirs: dict):
+def _assert_matches_paddle(model, feeds: dict, ours: dict, theirs: dict):
+    """Tags equal; probabilities within ours and Paddle's error bounds of the model on the
+    feeds (tests/graph_bounds.py)."""
     assert set(ours) == set(theirs)
+    bounds = None
     for name, value in ours.items():
         data = value.data if isinstance(value, fb.LoDTensor) else value
         if data.dtype.kind in "iu":
             np.testing.assert_array_equal(data, theirs[name])
         else:
-            np.testing.assert_allclose(data, theirs[name], rtol=1e-5, atol=1e-5)
+            bounds = bounds or output_bounds(model, feeds, (SESSION, PADDLE))
+            assert_within(data, theirs[name], bounds[name], name)
 
 
 @pytest.mark.parametrize("name", ["tagger", "sentiment"])
@@ -64,9 +70,10 @@ def test_models_match_paddle_executor(saved, name):
     for n in (1, 5, 16, 64):
         ids, lengths = _batch(n, seed=n)
         theirs = paddle_runner.run({"words": (ids, lengths)})
+        feeds = {"words": fb.LoDTensor(ids, lengths=lengths)}
         for session in sessions:
-            ours = session.run({"words": fb.LoDTensor(ids, lengths=lengths)})
-            _assert_matches_paddle(ours, theirs)
+            ours = session.run(feeds)
+            _assert_matches_paddle(model, feeds, ours, theirs)
             if name == "tagger":
                 assert ours["crf_decoding_0.tmp_0"].lengths.tolist() == lengths
 
@@ -81,9 +88,10 @@ def test_every_saved_form_loads_to_the_same_model(saved, name, combined, clip_ex
 
     ids, lengths = _batch(7, seed=11)
     theirs = run_executor(saved(name, True, False), {"words": (ids, lengths)})
-    optimized, _ = fb.optimize(fb.load(saved(name, combined, clip_extra)))
-    ours = fb.Session(optimized).run({"words": fb.LoDTensor(ids, lengths=lengths)})
-    _assert_matches_paddle(ours, theirs)
+    model = fb.load(saved(name, combined, clip_extra))
+    feeds = {"words": fb.LoDTensor(ids, lengths=lengths)}
+    ours = fb.Session(fb.optimize(model)[0]).run(feeds)
+    _assert_matches_paddle(model, feeds, ours, theirs)
 
 
 def test_bundled_demo_runs_without_paddle(tmp_path):
@@ -109,10 +117,10 @@ def test_bundled_tagger_matches_paddle():
     ids = np.load(path / "example_words.npy")
     lengths = [int(n) for n in (path / "example_lengths.txt").read_text().split()]
     theirs = run_executor(path, {"words": (ids, lengths)})
-    optimized, _ = fb.optimize(fb.load(path))
-    _assert_matches_paddle(
-        fb.Session(optimized).run({"words": fb.LoDTensor(ids, lengths=lengths)}), theirs
-    )
+    model = fb.load(path)
+    feeds = {"words": fb.LoDTensor(ids, lengths=lengths)}
+    ours = fb.Session(fb.optimize(model)[0]).run(feeds)
+    _assert_matches_paddle(model, feeds, ours, theirs)
 
 
 @pytest.mark.parametrize("name", ["tagger", "sentiment"])

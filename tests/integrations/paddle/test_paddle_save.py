@@ -10,7 +10,7 @@ import json
 import numpy as np
 import paddle3_fixtures as fixtures
 import pytest
-from paddle_oracle import assert_close_to_scale, paddle_or_skip, run_inference
+from paddle_oracle import assert_close_to_paddle, paddle_or_skip, run_inference
 
 import fusebridge as fb
 from fusebridge.errors import UnsupportedOpError
@@ -49,7 +49,8 @@ def test_saved_back_models_equal_the_originals_in_paddle_inference(tmp_path, nam
         feeds = fixtures.feeds(name, batch=batch)
         want = run_inference(source, feeds)
         got = run_inference(tmp_path, feeds)
-        assert_close_to_scale(got, want, f"{name} saved back, batch {batch}")
+        where = f"{name} saved back, batch {batch}"
+        assert_close_to_paddle(optimized, feeds, got, want, where)
         for g, w in zip(got, want):  # the tags: the best class of each word
             np.testing.assert_array_equal(g.argmax(-1), w.argmax(-1))
 
