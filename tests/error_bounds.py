@@ -28,8 +28,14 @@ import numpy as np
 U = 2.0**-24  # float32's unit roundoff
 
 
-def gamma(k: int) -> float:
-    return k * U / (1 - k * U)
+def gamma(k: int, u: float = U) -> float:
+    """gamma_k = k u / (1 - k u): the bound of k roundings (u: float64's 2^-53 for doubles)."""
+    return k * u / (1 - k * u)
+
+
+def unit(dtype) -> float:
+    """The unit roundoff of a float dtype."""
+    return float(np.finfo(dtype).eps) / 2
 
 
 def gemm_error_bound(abs_product: np.ndarray, k: int, extra_terms: int = 0) -> np.ndarray:
@@ -306,9 +312,11 @@ def rnn_bound(
 
 
 def pool_bound(x: np.ndarray, offsets: Sequence[int], pooltype: str, ex=None) -> np.ndarray:
-    """The bound of sequence_pool's rows [N, C] over LoD x [words, C] (known within ex): a sum of
-    a sentence's n rows (and AVERAGE's or SQRT's scale) rounds by gamma_{n+2}; MAX, LAST and
-    FIRST pick one element, whose own error they keep; an empty sentence is its pad value."""
+    """The bound of sequence_pool's rows [N, C] over LoD x [words, C] (known within ex), in x's
+    precision: a sum of a sentence's n rows (and AVERAGE's or SQRT's scale) rounds by
+    gamma_{n+2}; MAX, LAST and FIRST pick one element, whose own error they keep; an empty
+    sentence is its pad value."""
+    u = unit(x.dtype) if np.asarray(x).dtype.kind == "f" else U
     x = np.abs(np.asarray(x, np.float64))
     ex = np.zeros_like(x) if ex is None else np.asarray(ex, np.float64)
     rows = []
@@ -321,7 +329,7 @@ def pool_bound(x: np.ndarray, offsets: Sequence[int], pooltype: str, ex=None) ->
             rows.append(ex[s:t].max(axis=0) if pick is None else ex[pick])
         else:
             scale = {"SUM": 1.0, "AVERAGE": 1.0 / n, "SQRT": 1.0 / np.sqrt(n)}[pooltype]
-            rows.append(scale * (ex[s:t].sum(axis=0) + gamma(n + 2) * x[s:t].sum(axis=0)))
+            rows.append(scale * (ex[s:t].sum(axis=0) + gamma(n + 2, u) * x[s:t].sum(axis=0)))
     return np.array(rows).reshape(len(offsets) - 1, *x.shape[1:])
 
 
@@ -367,6 +375,19 @@ def softmax_sum_bound(n: int, lib: Activations) -> float:
     within its exp's error (twice: the numerator and inside the sum), the normalizing sum's and
     the division's rounding; then the n probabilities' own sum."""
     return 2 * lib.rel + gamma(n) + 2 * U + gamma(n - 1) + n * lib.abs
+
+
+def softmax_backward_bound(y, g, axis: int, lib: Activations) -> np.ndarray:
+    """The bound of one implementation's dx = y (g - sum(g y)) along `axis` (softmax's
+    gradient, g carrying one rounding: a dropout's scale): y's own error (its exp's and its
+    sum's), g's, and the backward's products and sum of n terms."""
+    y, g = np.abs(np.asarray(y, np.float64)), np.abs(np.asarray(g, np.float64))
+    n = y.shape[axis]
+    ey = (2 * lib.rel + gamma(n) + 2 * U) * y + lib.abs
+    eg = U * g
+    total = lambda a: a.sum(axis=axis, keepdims=True)  # noqa: E731
+    through = ey * (g + total(g * y)) + y * (eg + total(g * ey + y * eg))
+    return through + gamma(n + 3) * y * (g + total(g * y))
 
 
 def assert_within(got: np.ndarray, want: np.ndarray, bound: np.ndarray, where: str = "") -> None:

@@ -43,6 +43,7 @@ from onnx.reference.ops import load_op
 
 from fusebridge import conventions, ops
 from fusebridge.lod_tensor import LoDTensor
+from fusebridge.ops.dropout import keep_scale
 
 Pair = tuple  # (value, bound): the bound is None for an exact value (integers, booleans)
 
@@ -314,10 +315,11 @@ def _unary_rule(g, node, ins):
     """A smooth unary function: its argument's error through its largest slope over the
     argument's interval, and the library's own error."""
     (z, ez) = ins[0]
-    if node.op_type == "Elu":
-        a = _attrs(node).get("alpha", 1.0)
-        f = lambda v: np.where(v > 0, v, a * np.expm1(v))  # noqa: E731
-        df = lambda v: np.where(v > 0, 1.0, a * np.exp(v))  # noqa: E731
+    if node.op_type in ("Elu", "Selu"):
+        a = _attrs(node).get("alpha", 1.0 if node.op_type == "Elu" else 1.67326319217681884765625)
+        c = 1.0 if node.op_type == "Elu" else _attrs(node).get("gamma", 1.05070102214813232421875)
+        f = lambda v: c * np.where(v > 0, v, a * np.expm1(v))  # noqa: E731
+        df = lambda v: c * np.where(v > 0, 1.0, a * np.exp(v))  # noqa: E731
     else:
         f, df = _UNARY[node.op_type]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -345,6 +347,26 @@ def _reduce_rule(g, node, ins):
     (err_sum,) = _run_op(summed, [ex, *rest], opsets)
     scale = 1.0 if node.op_type == "ReduceSum" else 1.0 / n
     return [(v, scale * (err_sum + gamma(n + 1) * abs_sum))]
+
+
+def _prelu_rule(g, node, ins):
+    (z, ez), (slope, _) = ins
+    v = np.where(z >= 0, z, slope * z)
+    return [(v, np.where(z >= 0, ez, np.abs(slope) * ez + U * np.abs(v)))]
+
+
+def _log_softmax_rule(g, node, ins):
+    """z - max - log(sum(exp(z - max))): dy = dz - sum(p dz); the sum of n exps (each within
+    the library's error) lies in [1, n], so its log's error is about its relative error."""
+    (z, ez) = ins[0]
+    axis = _attrs(node).get("axis", -1)
+    shifted = z - z.max(axis=axis, keepdims=True)
+    total = np.exp(shifted).sum(axis=axis, keepdims=True)
+    y, p = shifted - np.log(total), np.exp(shifted) / total
+    n = z.shape[axis]
+    through = ez + (p * ez).sum(axis=axis, keepdims=True)
+    rounding = 2 * g.lib.rel + gamma(n + 2) + g.lib.rel * np.abs(np.log(total)) + g.lib.abs
+    return [(y, through + rounding + gamma(2) * (np.abs(shifted) + np.abs(y)))]
 
 
 def _softmax_rule(g, node, ins):
@@ -379,13 +401,20 @@ def _layer_norm_rule(g, node, ins):
 
 
 def _dropout_rule(g, node, ins):
-    """Ours, at inference (is_test): the identity, or a scale by 1 - p."""
+    """Ours: at inference (is_test) the identity, or a scale by 1 - p; in training (and
+    DropoutGrad) the kept elements scaled, by Philox's bits (our reference op's): one product
+    each, and nothing for a dropped one."""
     attrs = _our_attributes(node)
-    if not attrs.is_test:
-        raise NotImplementedError(f"Dropout {node.name!r}: a training dropout draws bits")
-    v, e = ins[0]
-    scale = attrs.inference_scale
-    return [(v * scale, e * scale + (U * np.abs(v * scale) if scale != 1 else 0))]
+    (x, ex) = ins[0]
+    if node.op_type == "Dropout" and attrs.is_test:
+        scale = attrs.inference_scale
+        return [(x * scale, ex * scale + (U * np.abs(x * scale) if scale != 1 else 0))]
+    values = _run_op(node, [None if v is None else v for v, _ in ins], g.opsets)
+    y = values[0].astype(np.float64)
+    scale = keep_scale(attrs.p, attrs.mode)
+    dropped = (y == 0) & (x != 0)
+    bound = np.where(dropped, 0.0, ex * scale + U * np.abs(y))
+    return [(y, bound), *((m, None) for m in values[1:])]
 
 
 def _crf_rule(g, node, ins):
@@ -574,7 +603,9 @@ RULES: dict[tuple[str, str], Callable] = {
     ("", "Gemm"): _matmul_rule,
     ("", "Conv"): _conv_rule,
     ("", "Softmax"): _softmax_rule,
-    **{("", op): _unary_rule for op in (*_UNARY, "Elu")},
+    **{("", op): _unary_rule for op in (*_UNARY, "Elu", "Selu")},
+    ("", "PRelu"): _prelu_rule,
+    ("", "LogSoftmax"): _log_softmax_rule,
     **{("", op): _reduce_rule for op in ("ReduceSum", "ReduceMean", "Sum")},
     **{("", op): _sign_rule for op in ("Neg", "Abs")},
     **{
@@ -586,6 +617,7 @@ RULES: dict[tuple[str, str], Callable] = {
     (_CONTRIB, "FusedMatMul"): _matmul_rule,
     (_CONTRIB, "FusedConv"): _conv_rule,
     (_OURS, "Dropout"): _dropout_rule,
+    (_OURS, "DropoutGrad"): _dropout_rule,
     (_OURS, "SequencePool"): _sequence_pool_rule,
     (_OURS, "FusionGRU"): _fusion_gru_rule,
     (_OURS, "GRU"): _fusion_gru_rule,

@@ -11,6 +11,8 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
+from error_bounds import MXNET, assert_within, padded_gru_bound
+from graph_bounds import SESSION, output_bounds
 
 import fusebridge as fb
 from fusebridge.kernels import reference
@@ -40,6 +42,13 @@ def _run(model, inputs: list[np.ndarray], backend: str = "kernels") -> list[np.n
     return [out[name] for name in session.output_names]
 
 
+def _bounds(model, inputs: list[np.ndarray], libs=(SESSION, MXNET)) -> list[np.ndarray]:
+    """The model's output bounds on the inputs (tests/graph_bounds.py), in output order:
+    ours and MXNet's (or `libs`') error bounds summed."""
+    feeds = dict(zip([v.name for v in model.graph.inputs if not v.is_initializer()], inputs))
+    return list(output_bounds(model, feeds, libs).values())
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_fixture_loads_without_mxnet_and_fuses(name):
     model = fb.load(_path(name))
@@ -56,8 +65,11 @@ def test_fixture_loads_without_mxnet_and_fuses(name):
     if name == "mlp_dropout":
         assert report.fired("inference_dropout") == 1
     inputs = _inputs(name)
-    for ours, theirs in zip(_run(optimized, inputs), _run(model, inputs, "reference")):
-        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+    bounds = _bounds(model, inputs, (SESSION, SESSION))
+    for ours, theirs, bound in zip(
+        _run(optimized, inputs), _run(model, inputs, "reference"), bounds
+    ):
+        assert_within(ours, theirs, bound, name)
 
 
 def test_unsupported_ops_are_listed_at_once(tmp_path):
@@ -141,11 +153,11 @@ def test_equal_lengths_match_mxnet(name):
     if name == "gru_tagger":
         inputs[1][:] = inputs[0].shape[1]  # every sentence full: MXNet's oneDNN GRU is right
     theirs = run_mxnet(prefix, dict(zip(input_names(prefix), inputs)))
-    optimized, _ = fb.optimize(fb.load(_path(name)))
-    ours = _run(optimized, inputs)
+    model = fb.load(_path(name))
+    ours = _run(fb.optimize(model)[0], inputs)
     assert len(ours) == len(theirs)
-    for o, t in zip(ours, theirs):
-        np.testing.assert_allclose(o, t, rtol=1e-5, atol=1e-5)
+    for o, t, bound in zip(ours, theirs, _bounds(model, inputs)):
+        assert_within(o, t, bound, name)
 
 
 @pytest.mark.mxnet
@@ -155,10 +167,12 @@ def test_unequal_lengths_match_mxnet_sentence_by_sentence():
 
     ids, lengths = _inputs("gru_tagger", seed=7, batch=5)
     per_sentence = run_mxnet_per_sentence(FIXTURES / "gru_tagger", ids, lengths)
-    ours = _run(fb.optimize(fb.load(_path("gru_tagger")))[0], [ids, lengths])[0]
+    model = fb.load(_path("gru_tagger"))
+    ours = _run(fb.optimize(model)[0], [ids, lengths])[0]
+    (bound,) = _bounds(model, [ids, lengths])
     for n, theirs in enumerate(per_sentence):
         steps = int(lengths[n])
-        np.testing.assert_allclose(ours[n, :steps], theirs[:steps], rtol=1e-5, atol=1e-5)
+        assert_within(ours[n, :steps], theirs[:steps], bound[n, :steps], f"sentence {n}")
 
 
 @pytest.mark.mxnet
@@ -378,8 +392,10 @@ def test_op_matches_mxnet(request, tmp_path, build, shape):
     mx.nd.save(str(tmp_path / "op-0000.params"), {f"arg:{k}": v for k, v in params.items()})
     model = fb.load(tmp_path / "op-symbol.json")
     session = fb.Session(model)
-    ours = session.run({k: v for k, v in feeds_mx.items() if k in session.input_names})
-    np.testing.assert_allclose(ours[session.output_names[0]], theirs, rtol=1e-5, atol=1e-5)
+    feeds = {k: v for k, v in feeds_mx.items() if k in session.input_names}
+    ours = session.run(feeds)
+    bound = output_bounds(model, feeds, (SESSION, MXNET))[session.output_names[0]]
+    assert_within(ours[session.output_names[0]], theirs, bound)
 
 
 def test_reference_gru_equals_kernels_on_padded_layout():
@@ -405,7 +421,10 @@ def test_reference_gru_equals_kernels_on_padded_layout():
         direction="bidirectional",
         linear_before_reset=True,
     )
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    bound, _ = padded_gru_bound(
+        x, wx, wh, None, seq_lens=[5, 2], direction="bidirectional", linear_before_reset=True
+    )
+    assert_within(got, want, bound)
 
 
 # -- back into MXNet: save_mxnet + the native ops ---------------------------------------------
@@ -551,17 +570,19 @@ def test_saved_model_runs_in_mxnet_with_our_ops(tmp_path, name, optimized):
     args.update({k: mx.nd.array(v) for k, v in feeds.items()})
     theirs = sym.bind(mx.cpu(), args, grad_req="null").forward(is_train=False)[0].asnumpy()
     ours = _run(model, inputs)[0]
-    np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-6)
+    source = fb.load(_path(name))
+    (bound,) = _bounds(source, inputs)[:1]  # our ops in MXNet, and MXNet's own around them
+    assert_within(theirs, ours, bound, "saved with our ops")
     if name != "gru_tagger":  # the original graph in MXNet, where MXNet itself is right
         from mxnet_oracle import run_mxnet
 
         original = run_mxnet(FIXTURES / name, feeds)[0]
-        np.testing.assert_allclose(theirs, original, rtol=1e-5, atol=1e-5)
+        assert_within(theirs, original, bound, "against the original in MXNet")
     else:
         ids, lengths = inputs
         for n, alone in enumerate(run_mxnet_per_sentence(FIXTURES / name, ids, lengths)):
             steps = int(lengths[n])
-            np.testing.assert_allclose(theirs[n, :steps], alone[:steps], rtol=1e-5, atol=1e-5)
+            assert_within(theirs[n, :steps], alone[:steps], bound[n, :steps], f"sentence {n}")
 
 
 def _gluon_imports(tmp_path: Path, name: str) -> tuple[ir.Model, object]:
@@ -587,10 +608,11 @@ def test_saved_model_runs_through_gluon_symbol_block_imports(tmp_path, name):
     model, net = _gluon_imports(tmp_path, name)
     inputs = _inputs(name, seed=6)
     theirs = net(*map(mx.nd.array, inputs)).asnumpy()
-    np.testing.assert_allclose(theirs, _run(model, inputs)[0], rtol=1e-5, atol=1e-6)
+    (bound,) = _bounds(fb.load(_path(name)), inputs)[:1]
+    assert_within(theirs, _run(model, inputs)[0], bound, "gluon import")
     if name != "gru_tagger":
         feeds = dict(zip(input_names(FIXTURES / name), inputs))
-        np.testing.assert_allclose(theirs, run_mxnet(FIXTURES / name, feeds)[0], atol=1e-5)
+        assert_within(theirs, run_mxnet(FIXTURES / name, feeds)[0], bound, "original")
     net.collect_params().setattr("grad_req", "null")
     np.testing.assert_array_equal(net(*map(mx.nd.array, inputs)).asnumpy(), theirs)
 
@@ -603,7 +625,8 @@ def test_gluon_backward_through_the_fused_gru_is_a_clear_error(tmp_path):
     (ids,) = _inputs("gru_tagger_fixed", seed=7)
     with mx.autograd.record():
         y = net(mx.nd.array(ids))
-    np.testing.assert_allclose(y.asnumpy(), _run(model, [ids])[0], rtol=1e-5, atol=1e-6)
+    (bound,) = _bounds(fb.load(_path("gru_tagger_fixed")), [ids])
+    assert_within(y.asnumpy(), _run(model, [ids])[0], bound)
     with pytest.raises(mx.base.MXNetError, match="fusebridge_fusion_gru has no backward yet"):
         y.backward()
         mx.nd.waitall()
@@ -665,4 +688,5 @@ def test_fully_connected_folds_into_the_gru_and_training_dropouts_are_recognised
     ]
     assert "MatMul" not in {n.op_type for n in optimized.graph}
     ours = fb.Session(optimized).run(feeds)
-    np.testing.assert_allclose(ours[optimized.graph.outputs[0].name], theirs, rtol=1e-5, atol=1e-5)
+    name = optimized.graph.outputs[0].name
+    assert_within(ours[name], theirs, output_bounds(model, feeds, (SESSION, MXNET))[name])

@@ -166,7 +166,7 @@ def test_fusion_gru_equals_kernels(direction, lbr, layout, with_h0):
         *map(nd, args), direction=direction, linear_before_reset=lbr, layout=layout,
         has_h0=with_h0,
     )  # fmt: skip
-    np.testing.assert_allclose(y.asnumpy(), ref, rtol=0, atol=1e-5)
+    np.testing.assert_array_equal(y.asnumpy(), ref)  # the same kernels library, bit for bit
 
 
 @pytest.mark.parametrize("lens_dtype", [np.float32, np.int32, np.int64, np.float64])
@@ -179,7 +179,7 @@ def test_fusion_gru_attrs_and_seq_lens_types(lens_dtype):
     )
     args = [x, lens.astype(lens_dtype), w["wx"], w["wh"], w["bias"], w["bias_h"]]
     y = mx.nd.fusebridge_fusion_gru(*map(nd, args), **attrs)
-    np.testing.assert_allclose(y.asnumpy(), ref, rtol=0, atol=1e-5)
+    np.testing.assert_array_equal(y.asnumpy(), ref)  # the same kernels library, bit for bit
 
 
 def test_fusion_gru_in_bound_symbol():
@@ -194,7 +194,7 @@ def test_fusion_gru_in_bound_symbol():
         x, w["wx"], w["wh"], w["bias"], bias_h=w["bias_h"], seq_lens=lens.astype(np.int64),
         layout="tnc", direction="bidirectional",
     )  # fmt: skip
-    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-5)
+    np.testing.assert_array_equal(out, ref)  # the same kernels library, bit for bit
 
 
 # ---------------------------------------------------------------- errors

@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from error_bounds import PADDLE, assert_within
 from graph_bounds import SESSION, output_bounds
-import pytest
 
 import fusebridge as fb
 from fusebridge.models import assets

@@ -6,7 +6,12 @@ Paddle's own ops (softmax, matmul, multiply) given the same keep masks."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
+import onnx_ir as ir
 import pytest
+from error_bounds import PADDLE, assert_within
+from graph_bounds import GraphBounds
+from onnx import helper
 from paddle_oracle import paddle_or_skip
 
 import fusebridge.integrations.paddle as fbp
@@ -104,26 +109,77 @@ def _ours(key):
     )
 
 
+def _gradients_graph(ws: list[np.ndarray], masks: tuple[np.ndarray, np.ndarray]) -> ir.Model:
+    """_forward, mean(y * y) and its gradients by the four weights (wq, wk, wv, wo) as an ONNX
+    graph, the backward written out (softmax's as ys * (g - sum(g * ys))), for graph_bounds."""
+    h = helper
+    consts = {
+        "wq": ws[0], "wk": ws[1], "wv": ws[2], "wo": ws[3], "m_attn": masks[0], "m_out": masks[1],
+        "scale": np.float32(1 / np.sqrt(D)), "two_over_n": np.float32(2 / (2 * T * D)),
+        "axis0": np.array([0], np.int64), "last": np.array([-1], np.int64),
+    }  # fmt: skip
+    n = h.make_node
+    swap = [0, 2, 1]
+    nodes = [
+        n("MatMul", ["x", "wq"], ["q"]), n("MatMul", ["x", "wk"], ["k"]),
+        n("MatMul", ["x", "wv"], ["v"]), n("Transpose", ["k"], ["kT"], perm=swap),
+        n("MatMul", ["q", "kT"], ["qk"]), n("Mul", ["qk", "scale"], ["s"]),
+        n("Softmax", ["s"], ["ys"], axis=-1), n("Mul", ["ys", "m_attn"], ["p"]),
+        n("MatMul", ["p", "v"], ["o"]), n("MatMul", ["o", "wo"], ["z"]),
+        n("Mul", ["z", "m_out"], ["y"]),
+        # the backward of mean(y * y)
+        n("Mul", ["y", "two_over_n"], ["gy"]), n("Mul", ["gy", "m_out"], ["gz"]),
+        n("Transpose", ["o"], ["oT"], perm=swap), n("MatMul", ["oT", "gz"], ["g_wo_b"]),
+        n("Transpose", ["wo"], ["woT"], perm=[1, 0]), n("MatMul", ["gz", "woT"], ["go"]),
+        n("Transpose", ["p"], ["pT"], perm=swap), n("MatMul", ["pT", "go"], ["gv"]),
+        n("Transpose", ["v"], ["vT"], perm=swap), n("MatMul", ["go", "vT"], ["gp"]),
+        n("Mul", ["gp", "m_attn"], ["gys"]), n("Mul", ["gys", "ys"], ["gys_ys"]),
+        n("ReduceSum", ["gys_ys", "last"], ["dot"], keepdims=1),
+        n("Sub", ["gys", "dot"], ["centered"]), n("Mul", ["ys", "centered"], ["gs_raw"]),
+        n("Mul", ["gs_raw", "scale"], ["gs"]), n("MatMul", ["gs", "k"], ["gq"]),
+        n("Transpose", ["gs"], ["gsT"], perm=swap), n("MatMul", ["gsT", "q"], ["gk"]),
+        n("Transpose", ["x"], ["xT"], perm=swap),
+    ]  # fmt: skip
+    for w, g in (("q", "gq"), ("k", "gk"), ("v", "gv")):
+        nodes += [n("MatMul", ["xT", g], [f"g_w{w}_b"])]
+    nodes += [n("ReduceSum", [f"g_w{w}_b", "axis0"], [f"g_w{w}"], keepdims=0) for w in "qkvo"]
+    graph = h.make_graph(
+        nodes, "attention_gradients",
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, T, D])],
+        [h.make_tensor_value_info(f"g_w{w}", onnx.TensorProto.FLOAT, [D, D]) for w in "qkvo"],
+        [onnx.numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()],
+    )  # fmt: skip
+    return ir.from_proto(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]))
+
+
 def test_gradients_are_paddles_own_for_the_same_masks():
+    """Within both implementations' error bounds of the block's gradients (tests/graph_bounds
+    .py on _gradients_graph): Paddle's ops everywhere but our two dropouts on one side."""
     import paddle
     import paddle.nn.functional as F
 
-    x = paddle.to_tensor(np.random.default_rng(1).standard_normal((2, T, D)).astype(np.float32))
+    x_data = np.random.default_rng(1).standard_normal((2, T, D)).astype(np.float32)
+    x = paddle.to_tensor(x_data)
     key = random.key(9)
+    attn_mask, out_mask = _masks([2, T, D], [2, T, T], key)
     grads = []
     for which in ("ours", "paddle"):
         ws = _block(paddle, 3)
         if which == "ours":
             drop, softmax_drop = _ours(key)
         else:
-            attn_mask, out_mask = _masks([2, T, D], [2, T, T], key)
             drop = lambda t, m=out_mask: t * paddle.to_tensor(m)  # noqa: E731
             softmax_drop = lambda t, m=attn_mask: F.softmax(t, -1) * paddle.to_tensor(m)  # noqa: E731
         y = _forward(paddle, x, ws, drop, softmax_drop)
         (y * y).mean().backward()
         grads.append([w.grad.numpy() for w in ws])
-    for ours, theirs in zip(*grads):
-        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-6)
+    weights = [w.numpy() for w in _block(paddle, 3)]
+    exact = GraphBounds(_gradients_graph(weights, (attn_mask, out_mask)), PADDLE)
+    exact = exact.bounds({"x": x_data})  # the float64 gradients and one side's bounds
+    for k, (ours, theirs) in enumerate(zip(*grads)):
+        value, bound = exact[f"g_w{'qkvo'[k]}"]
+        assert_within(theirs, value, bound, f"Paddle's g_w{'qkvo'[k]}, against the graph")
+        assert_within(ours, theirs, 2 * bound, f"g_w{'qkvo'[k]}")
 
 
 def test_a_small_training_loop_learns():
