@@ -14,6 +14,8 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
+from error_bounds import ONNXRUNTIME
+from graph_bounds import SESSION, check_outputs, output_bounds
 from gru_pattern_exports import EXPORTS, PatternExport, export
 
 import fusebridge as fb
@@ -37,20 +39,20 @@ def feeds_for(path, sizes, seed=0) -> dict[str, np.ndarray]:
 
 def assert_matches_onnxruntime(path, optimized, tmp_path) -> None:
     """Session on the optimized model and plain ORT on its portable export, both against ORT on
-    the original file, within 1e-4 of the output's scale."""
+    the original file, within both error bounds of the model (tests/graph_bounds.py)."""
     portable = tmp_path / "portable.onnx"
     fb.save_onnx(optimized, portable, portable=True)
     session = fb.Session(optimized)
+    model = fb.load(path)
     names = [o.name for o in onnx.load(str(path)).graph.output]
     for sizes in SIZES:
         feeds = feeds_for(path, sizes)
-        want = ort_outputs(path, feeds)
+        want = dict(zip(names, ort_outputs(path, feeds)))
+        bounds = output_bounds(model, feeds, (SESSION, ONNXRUNTIME))
         ours = session.run(feeds)
-        plain = ort_outputs(portable, feeds)
-        for name, w, p in zip(names, want, plain):
-            tol = 1e-4 * float(np.abs(w).max())
-            np.testing.assert_allclose(ours[name], w, rtol=0, atol=tol, err_msg=name)
-            np.testing.assert_allclose(p, w, rtol=0, atol=tol, err_msg=f"portable {name}")
+        check_outputs({n: ours[n] for n in names}, want, bounds, f"{path.stem} {sizes}")
+        plain = dict(zip(names, ort_outputs(portable, feeds)))
+        check_outputs(plain, want, bounds, f"{path.stem} {sizes} portable")
 
 
 def expected_ops(spec: PatternExport) -> Counter:

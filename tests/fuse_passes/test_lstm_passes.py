@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import onnx_ir as ir
+from error_bounds import ONNXRUNTIME, assert_within
+from graph_bounds import output_bounds
 
 import fusebridge as fb
 
@@ -14,10 +16,13 @@ LAC_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "paddle_lstm" / "la
 LENGTHS = [2, 5, 1]
 
 
-def _run(model) -> np.ndarray:
+def _feeds() -> dict:
     words = np.arange(sum(LENGTHS), dtype=np.int64)[:, None] % 50
-    out = fb.Session(model).run({"words": fb.LoDTensor(words, lengths=LENGTHS)})
-    return next(iter(out.values())).data
+    return {"words": fb.LoDTensor(words, lengths=LENGTHS)}
+
+
+def _run(model) -> np.ndarray:
+    return next(iter(fb.Session(model).run(_feeds()).values())).data
 
 
 def _refusals(report, rule):
@@ -42,7 +47,9 @@ def test_a_projection_read_twice_is_not_folded():
         f"the projection output (after the bias) {fc_out.name!r} has a second consumer "
         f"(LoDToPadded {_first(model, 'LoDToPadded').name!r}, Relu {side.name!r})"
     )
-    np.testing.assert_allclose(_run(optimized), _run(model), rtol=0, atol=1e-6)
+    # The folded projection rounds otherwise: both in ONNX Runtime's LSTM, within its bounds.
+    bound = next(iter(output_bounds(model, _feeds(), (ONNXRUNTIME, ONNXRUNTIME)).values()))
+    assert_within(_run(optimized), _run(model), bound)  # _run's first output
 
 
 def test_a_fed_lstm_weight_is_not_folded():
