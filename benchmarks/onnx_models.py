@@ -28,7 +28,8 @@ import onnxruntime as ort
 from benchmarks.common import markdown_table
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
-sys.path.insert(0, str(TESTS))  # the fixtures' manifest and feeds (tests/shipped_onnx_fixtures.py)
+sys.path.insert(0, str(TESTS))  # the fixtures' manifest and feeds, the models' error bounds
+import graph_bounds  # noqa: E402
 import shipped_onnx_fixtures as shipped  # noqa: E402
 
 BATCH = 16
@@ -138,9 +139,9 @@ def run(quick: bool = False, threads: int = 2, settle: float = SETTLE) -> str:
             if row not in entry["rows"]:
                 continue
             f = shipped.row_feeds(entry, row, rng)
-            want, got = ort_run(f), session.run(f)
-            err = max(shipped.max_scaled_error(got[n], want[n]) for n in names)
-            assert err < shipped.TOLERANCE, (name, row, err)
+            graph_bounds.assert_outputs_within(
+                fb.load(path), f, session.run(f), ort_run(f), where=f"{name} {row}"
+            )
             placed = session.explain(f)
             if row == "frame":  # one sequence of `steps` frames, the state fed back
                 steps = shipped.BATCH16_LENGTHS[0]
@@ -237,9 +238,9 @@ def full_size(threads: int = 2, quick: bool = False, settle: float = SETTLE) -> 
                 if packed:
                     f["lengths"] = lengths[:batch]
                     label += ", unequal lengths (sequence_lens)" if batch > 1 else ", lengths"
-                want = plain.run(None, f)[0]
-                err = shipped.max_scaled_error(session.run(f)["mask"], want)
-                assert err < shipped.TOLERANCE, (label, err)
+                graph_bounds.assert_outputs_within(
+                    fb.load(path), f, session.run(f), {"mask": plain.run(None, f)[0]}, where=label
+                )
                 t_ours, t_ort = interleaved(
                     [lambda f=f, s=session: s.run(f), lambda f=f, p=plain: p.run(None, f)],
                     rounds,

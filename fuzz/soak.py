@@ -119,7 +119,8 @@ def soak(
                     return
                 done[0] += 1
                 number = done[0]
-            call, want = cases[int(rng.integers(len(cases))) if shuffle else (number + k) % len(cases)]
+            pick = int(rng.integers(len(cases))) if shuffle else (number + k) % len(cases)
+            call, want = cases[pick]
             try:
                 got = call()
             except Exception as exc:  # recorded: a soak reports, it does not stop at one

@@ -20,6 +20,7 @@ the two bounds; `assert_within` checks that, element by element."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -200,11 +201,14 @@ def gru_bound(
     gate_activation: str = "sigmoid",
     lib: Activations = FUSEBRIDGE,
     x_error: np.ndarray | None = None,
+    clip: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(hidden in float64, the bound of its error) of one direction of a GRU over LoD input x
     [words, IC] (sentences of `lengths`, one after the other), canonical weights wx [IC, 3H]
     (None: x is the projected [words, 3H]), wh [H, 3H], gates (update, reset, candidate).
-    x_error: a bound on x's own error (a projection computed before, say)."""
+    x_error: a bound on x's own error (a projection computed before, say). clip: ONNX's, of
+    every activation's argument to [-clip, clip] (a clamp moves no value further away)."""
+    limit = np.inf if clip is None else clip
     wh = np.asarray(wh, np.float64)
     h = wh.shape[0]
     bias_h = np.zeros(3 * h) if bias_h is None else np.asarray(bias_h, np.float64).reshape(3 * h)
@@ -216,7 +220,7 @@ def gru_bound(
         gates = []
         for s in (u_, r_):
             z, ez = _sum([(g[..., s], eg[..., s]), (hw[..., s], ehw[..., s]), (bias_h[s], 0)])
-            gates.append(activate(gate_activation, z, ez, lib))
+            gates.append(activate(gate_activation, np.clip(z, -limit, limit), ez, lib))
         (u, eu), (r, er) = gates
         if linear_before_reset:
             inner = _sum([(hw[..., c_], ehw[..., c_]), (bias_h[c_], 0)])
@@ -225,7 +229,7 @@ def gru_bound(
             rh, erh = _product(r, er, state, e_state)
             p, ep = _matvec(rh, erh, wh[:, c_])
             z, ez = _sum([(g[..., c_], eg[..., c_]), (p, ep), (bias_h[c_], 0)])
-        c, ec = activate(activation, z, ez, lib)
+        c, ec = activate(activation, np.clip(z, -limit, limit), ez, lib)
         keep, take = ((u, eu), (1 - u, eu + U * np.abs(1 - u)))[:: 1 if origin_mode else -1]
         return _sum([_product(*keep, state, e_state), _product(*take, c, ec)])
 
@@ -320,7 +324,7 @@ def pool_bound(x: np.ndarray, offsets: Sequence[int], pooltype: str, ex=None) ->
     x = np.abs(np.asarray(x, np.float64))
     ex = np.zeros_like(x) if ex is None else np.asarray(ex, np.float64)
     rows = []
-    for s, t in zip(offsets[:-1], offsets[1:]):
+    for s, t in itertools.pairwise(offsets):
         n = int(t - s)
         if n == 0:
             rows.append(np.zeros(x.shape[1:]))
@@ -340,7 +344,7 @@ def viterbi_margin(emission: np.ndarray, transition: np.ndarray, offsets) -> np.
     x, trans = np.asarray(emission, np.float64), np.asarray(transition, np.float64)
     start, end, w = trans[0], trans[1], trans[2:]
     margins = []
-    for s, t in zip(offsets[:-1], offsets[1:]):
+    for s, t in itertools.pairwise(offsets):
         if t - s == 0:
             margins.append(np.inf)
             continue
@@ -360,7 +364,7 @@ def path_score_bound(emission, transition, offsets, emission_error) -> np.ndarra
     x, trans = np.abs(np.asarray(emission, np.float64)), np.abs(np.asarray(transition))
     ex = np.asarray(emission_error, np.float64)
     bounds = []
-    for s, t in zip(offsets[:-1], offsets[1:]):
+    for s, t in itertools.pairwise(offsets):
         n = int(t - s)
         if n == 0:
             bounds.append(0.0)
@@ -402,6 +406,12 @@ def assert_within(got: np.ndarray, want: np.ndarray, bound: np.ndarray, where: s
             f"{where}: |{got[k]:.9g} - {want[k]:.9g}| = {abs(got[k] - want[k]):.3g} at "
             f"{list(k)} exceeds its bound {np.broadcast_to(bound, got.shape)[k]:.3g}"
         )
+
+
+def fraction_of_bound(got: np.ndarray, want: np.ndarray, bound: np.ndarray) -> float:
+    """max |got - want| / bound: how much of its bound a comparison used (0 for no elements)."""
+    diff = np.abs(np.asarray(got, np.float64) - np.asarray(want, np.float64))
+    return float(np.max(diff / np.maximum(bound, 1e-300), initial=0.0))
 
 
 def padded_gru_bound(

@@ -54,7 +54,8 @@ MOVES = {
     "SequenceAt", "GatherND", "ReduceMax", "ReduceMin", "Max", "Min",
 }  # fmt: skip
 EXACT = {
-    "Shape", "ConstantOfShape", "Range", "ReduceProd", "TopK", "Not", "And", "Or", "Size", "SequenceLengths", "SequenceLength", "NonZero", "ArgMax",
+    "Shape", "ConstantOfShape", "Range", "ReduceProd", "TopK", "Not", "And", "Or", "Size",
+    "SequenceLengths", "SequenceLength", "NonZero", "ArgMax",
 }  # fmt: skip
 
 
@@ -440,7 +441,7 @@ def _sequence_pool_rule(g, node, ins):
     return [(v.astype(np.float64), pool_bound(x, offsets, pooltype, ex))]
 
 
-# -- recurrences ------------------------------------------------------------------------------------
+# -- recurrences ---------------------------------------------------------------------------------
 DIRECTIONS = {"forward": (False,), "reverse": (True,), "bidirectional": (False, True)}
 
 
@@ -449,9 +450,10 @@ def _stacked(sequences) -> tuple[np.ndarray, np.ndarray, list[int]]:
     take them, and their lengths."""
     lengths = [len(xs) for xs, _ in sequences]
     width = sequences[0][0].shape[-1] if sequences else 0
-    stack = lambda k: (
-        np.concatenate([q[k] for q in sequences]) if sequences else np.zeros((0, width))
-    )
+
+    def stack(k: int) -> np.ndarray:
+        return np.concatenate([q[k] for q in sequences]) if sequences else np.zeros((0, width))
+
     return stack(0), stack(1), lengths
 
 
@@ -477,6 +479,8 @@ def _onnx_recurrence(g, node, ins):
     batch_first = attrs.get("layout", 0) == 1
     (x, ex), (w, _), (r, _) = ins[:3]
     bias, lens, h0, c0, peep = ([p[0] for p in ins[3:]] + [None] * 5)[:5]
+    if "clip" in attrs and node.op_type != "GRU":
+        raise NotImplementedError(f"{node.op_type} {node.name!r}: clip")
     if batch_first:
         x, ex = x.transpose(1, 0, 2), ex.transpose(1, 0, 2)
         h0, c0 = (None if a is None else a.transpose(1, 0, 2) for a in (h0, c0))
@@ -503,8 +507,8 @@ def _onnx_recurrence(g, node, ins):
             outs.append(
                 gru_bound(
                     xs, wx, wh, b[: 3 * h], bias_h=b[3 * h :], h0=start, activation=g_,
-                    gate_activation=f, linear_before_reset=bool(attrs.get("linear_before_reset", 0)),
-                    x_error=exs, **common,
+                    gate_activation=f, x_error=exs, clip=attrs.get("clip"),
+                    linear_before_reset=bool(attrs.get("linear_before_reset", 0)), **common,
                 )
             )  # fmt: skip
         else:  # LSTM: i o f c -> lstm_bound's c i f o, the input projected first
@@ -573,7 +577,7 @@ def _fusion_gru_rule(g, node, ins):
             gate_activation=attrs.gate_activation,
             lib=g.lib,
             x_error=exs,
-        )  # fmt: skip
+        )
         for k, reverse in enumerate(reverses)
     ]
     y, ey = np.zeros((*x.shape[:-1], d * h)), np.zeros((*x.shape[:-1], d * h))

@@ -2,7 +2,8 @@
 exporters: tests/shipped_onnx_fixtures.py) load as shipped, run, and match ONNX Runtime on the
 original file within the error bounds of both (tests/graph_bounds.py): through fb.Session as
 loaded, after fb.optimize, frame by frame with the states fed back, and as a portable export
-run in plain ONNX Runtime. Regenerating a fixture with the installed exporters writes the same graph."""
+run in plain ONNX Runtime. Regenerating a fixture with the installed exporters writes the same
+graph."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 tests/paddle3_fixtures.py): PIR programs from paddle.jit.save and save_inference_model, and
 legacy .pdmodel from save_inference_model with PIR off. Each loads without paddle, equals
 Paddle Inference's predictor on the same files within both error bounds (tests/graph_bounds.py;
-as loaded and optimized), exports portable ONNX that plain ONNX Runtime runs with the same outputs, and gets
-the fusions its ops call for."""
+as loaded and optimized), exports portable ONNX that plain ONNX Runtime runs with the same
+outputs, and gets the fusions its ops call for."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from error_bounds import (
     gemm_error_bound,
     lstm_bound,
 )
+from graph_bounds import SESSION, output_bounds
 from paddle_lstm_models import LAC, reference_lstm, save_lstm
 from paddle_oracle import paddle_or_skip, run_executor
 
@@ -38,10 +39,6 @@ def _run(model, feeds: dict) -> np.ndarray:
     }
     (out,) = fb.Session(model).run(fed).values()
     return _data(out)
-
-
-def _scale(reference: np.ndarray) -> float:
-    return max(1.0, float(np.abs(reference).max()))
 
 
 def _ops(model) -> list[str]:
@@ -71,8 +68,10 @@ def test_lac_fixture_matches_the_formula(pipeline):
     words = rng.integers(0, LAC["vocab"], (sum(LENGTHS), 1)).astype(np.int64)
     model, report = fb.optimize(fb.load(LAC_DIR), pipeline)
     got = _run(model, {"words": (words, LENGTHS)})
-    want = _lac_reference(words, LENGTHS)
-    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * _scale(want))
+    want = _lac_reference(words, LENGTHS)  # float64: its own error is negligible
+    lod = {"words": fb.LoDTensor(words, lengths=LENGTHS)}
+    bound, _ = output_bounds(model, lod, (SESSION,)).values()  # the data's, the offsets' (exact)
+    assert_within(got, want, bound, f"LAC fixture, pipeline {pipeline}")
     if pipeline == "inference":
         assert report.fired("fc_lstm") == 2
         assert _ops(model).count("LSTM") == 2 and _ops(model).count("MatMul") == 1  # the tags fc
@@ -89,7 +88,9 @@ def test_lac_fixture_exports_portable_onnx_that_plain_ort_runs(tmp_path):
     offsets = np.concatenate([[0], np.cumsum(LENGTHS)]).astype(np.int64)
     feeds = {"words": words, "words.offsets": offsets}
     theirs = session.run(None, {i.name: feeds[i.name] for i in session.get_inputs()})[0]
-    np.testing.assert_allclose(theirs, ours, rtol=0, atol=1e-5 * _scale(ours))
+    lod = {"words": fb.LoDTensor(words, lengths=LENGTHS)}
+    bound, _ = output_bounds(model, lod, (SESSION, ONNXRUNTIME)).values()  # data, offsets
+    assert_within(theirs, ours, bound, "LAC fixture, portable ONNX in ONNX Runtime")
 
 
 # -- the op in each configuration, against Paddle ------------------------------------------------
@@ -181,9 +182,10 @@ def test_the_formula_is_paddles():
         from fusebridge.integrations.paddle.params import read_paddle_model
 
         _, params = read_paddle_model(tmp)
+        bound = _lstm_bound(Path(tmp), config, feeds, PADDLE)  # the formula's float64: exact
     x, h0, c0 = (feeds[n][0] for n in ("x", "h0", "c0"))
     got = reference_lstm(x, LENGTHS, params["lstm.w"], params["lstm.b"], h0, c0, is_reverse=True)
-    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    assert_within(got, want, bound, "reference_lstm against Paddle's lstm")
 
 
 # -- what is refused -----------------------------------------------------------------------------
