@@ -315,12 +315,15 @@ def rnn_bound(
     return _run(step, starts, lengths, reverse, gx, egx, wh.shape[0])
 
 
-def pool_bound(x: np.ndarray, offsets: Sequence[int], pooltype: str, ex=None) -> np.ndarray:
-    """The bound of sequence_pool's rows [N, C] over LoD x [words, C] (known within ex), in x's
-    precision: a sum of a sentence's n rows (and AVERAGE's or SQRT's scale) rounds by
-    gamma_{n+2}; MAX, LAST and FIRST pick one element, whose own error they keep; an empty
-    sentence is its pad value."""
-    u = unit(x.dtype) if np.asarray(x).dtype.kind == "f" else U
+def pool_bound(
+    x: np.ndarray, offsets: Sequence[int], pooltype: str, ex=None, u: float | None = None
+) -> np.ndarray:
+    """The bound of sequence_pool's rows [N, C] over LoD x [words, C] (known within ex), computed
+    with unit roundoff u (x's precision when None): a sum of a sentence's n rows (and AVERAGE's
+    or SQRT's scale) rounds by gamma_{n+2}; MAX, LAST and FIRST pick one element, whose own
+    error they keep; an empty sentence is its pad value."""
+    if u is None:
+        u = unit(x.dtype) if np.asarray(x).dtype.kind == "f" else U
     x = np.abs(np.asarray(x, np.float64))
     ex = np.zeros_like(x) if ex is None else np.asarray(ex, np.float64)
     rows = []

@@ -438,7 +438,7 @@ def _sequence_pool_rule(g, node, ins):
     (x, ex), (offsets, _) = ins
     pooltype = _attrs(node).get("pooltype", b"AVERAGE").decode()
     (v,) = _run_op(node, [x, offsets], g.opsets)
-    return [(v.astype(np.float64), pool_bound(x, offsets, pooltype, ex))]
+    return [(v.astype(np.float64), pool_bound(x, offsets, pooltype, ex, U))]  # computed in float32
 
 
 # -- recurrences ---------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ thousand calls here, where a leak of one result a call grows by hundreds."""
 
 from __future__ import annotations
 
+import mmap
 import sys
 from pathlib import Path
 
@@ -44,9 +45,17 @@ def test_the_mxnet_ops_from_four_threads():
 
 
 def test_a_leak_is_seen():
-    """The soak's own check: a call that keeps its result alive is caught."""
+    """The soak's own check: a call that keeps its result alive is caught. The leak is pages
+    mapped afresh and written, so that it shows in resident memory whatever the heap already
+    holds free (inside a long pytest run, malloc served plain bytes from resident free space)."""
     kept = []
-    cases = [(lambda: kept.append([b"x" * (256 << 10)]), None)]  # a list: gc tracks it
+
+    def leak() -> None:
+        pages = mmap.mmap(-1, 256 << 10)
+        pages.write(b"x" * len(pages))
+        kept.append([pages])  # a list: gc tracks it
+
+    cases = [(leak, None)]
     result = soak.soak("leak", cases, lambda got, want: True, calls=400, threads=4)
     assert any("resident memory grew" in f for f in result.failures(SHORT_BOUND_MIB))
     assert any("Python objects" in f for f in result.failures(SHORT_BOUND_MIB))

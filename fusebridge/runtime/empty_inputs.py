@@ -49,9 +49,11 @@ def _guarded(node: onnx.NodeProto, p: str, elem_type: int | None) -> list[onnx.N
     x, w, r = node.input[:3]
     batch_first = any(a.name == "layout" and a.i == 1 for a in node.attribute)
     outputs = [o for o in node.output if o]
-    const = lambda name, values: helper.make_node(  # noqa: E731
-        "Constant", [], [name], value=helper.make_tensor(name, TensorProto.INT64, [1], values)
-    )
+
+    def const(name: str, values: list[int]) -> onnx.NodeProto:
+        value = helper.make_tensor(name, TensorProto.INT64, [1], values)
+        return helper.make_node("Constant", [], [name], value=value)
+
     # T and N ([1] each), D from W [D, G*H, I], H from R [D, G*H, H]: no attribute is read.
     dims = [
         helper.make_node("Shape", [x], [f"{p}_xs"]),

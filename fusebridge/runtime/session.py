@@ -316,8 +316,9 @@ class Session:
             built.program.run(env, profile)
             owned = self._hand_out(env, built)
             taken = all(env[n] is feeds.get(n) for n in self._feed_names)  # no cast, no copy
-            # Not for empty feeds: the quick path would hand them to ONNX Runtime, which ends
-            # the process on some (onnx_partition._EmptyRun runs them instead).
+            # Not for empty feeds: the quick path would hand them to ONNX Runtime's plain
+            # session, which ends the process on some (the guarded one runs them:
+            # empty_inputs.py).
             taken = taken and all(env[n].size for n in self._feed_names)
             if built.fresh and taken and self._quick_ok and len(self._quick) < PLACEMENTS_KEPT:
                 self._quick[self._signature(feeds)] = self._quick_run(built.program.steps[0])
