@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -265,6 +266,69 @@ def test_paddle_models_with_empty_sentences_equal_paddle(model):
         else:  # one row per sentence: an empty sentence's, as Paddle gives it among others
             assert alone.shape == (len(lengths), want.shape[1])
             np.testing.assert_array_equal(alone, np.repeat(data[:1], len(lengths), 0))
+
+
+# -- Paddle 3 models (tests/fixtures/paddle3): padded ids [N, T], lengths [N] -----------------
+PADDLE3 = sorted((Path(__file__).resolve().parent / "fixtures" / "paddle3").glob("*/*"))
+
+
+def _padded_feeds(model, n: int, t: int) -> dict:
+    ids = np.random.default_rng(n * 10 + t).integers(0, 5, (n, t)).astype(np.int64)
+    feeds = {"ids": ids, "lens": np.full(n, t, np.int64)}
+    return {v.name: feeds[v.name] for v in model.graph.inputs}
+
+
+@pytest.mark.parametrize("folder", PADDLE3, ids=[f"{p.parent.name}/{p.name}" for p in PADDLE3])
+def test_paddle3_models_take_0_sentences_and_0_steps(folder):
+    """Each output has the shape its dims follow (found from runs at N 3, T 4 and N 5, T 7)
+    at N 0 and at T 0, and a final state after no step is the initial one (zeros). Paddle
+    Inference 3.3 itself refuses both (a RuntimeError, test below)."""
+    session = fb.Session(fb.optimize(fb.load(folder))[0])
+    small, large = (session.run(_padded_feeds(fb.load(folder), n, t)) for n, t in ((3, 4), (5, 7)))
+    for n, t in ((0, 4), (3, 0)):
+        got = session.run(_padded_feeds(fb.load(folder), n, t))
+        assert got.keys() == small.keys()
+        for name, out in got.items():
+            sizes = {3: n, 4: t}  # a dim that moved with N or T takes this run's size
+            want = [sizes[a] if a != b else a for a, b in zip(small[name].shape, large[name].shape)]
+            assert list(out.shape) == want, (folder, n, t, name, out.shape)
+            if out.size:  # a final state after no step
+                assert t == 0 and not out.any(), (folder, name)
+
+
+@pytest.mark.paddle
+def test_paddle_inference_refuses_what_we_run():
+    """The oracle's side of the test above: Paddle Inference, in a child (it could end the
+    process), on each PIR model at N 0 and at T 0. Where it gives outputs, ours must equal
+    them; Paddle 3.3 refuses every one with a RuntimeError."""
+    code = """
+        import sys, pickle, numpy as np
+        from paddle_oracle import run_inference
+        results = []
+        for folder, feeds in pickle.load(open(sys.argv[1], "rb")):
+            try:
+                results.append(("outputs", run_inference(folder, feeds)))
+            except Exception as exc:
+                results.append(("error", type(exc).__name__))
+        pickle.dump(results, open(sys.argv[1], "wb"))
+    """
+    cases = [
+        (str(folder), _padded_feeds(fb.load(folder), n, t))
+        for folder in PADDLE3
+        if folder.name == "pir"
+        for n, t in ((0, 4), (3, 0))
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "cases.pickle"
+        path.write_bytes(pickle.dumps(cases))
+        done = run_python(code, str(path))  # the tests' folder is on its path
+        assert done.returncode == 0, done.stderr[-2000:]
+        results = pickle.loads(path.read_bytes())
+    for (folder, feeds), (kind, theirs) in zip(cases, results, strict=True):
+        if kind == "outputs":
+            ours = fb.Session(fb.optimize(fb.load(folder))[0]).run(feeds)
+            for got, want in zip(ours.values(), theirs, strict=True):
+                np.testing.assert_array_equal(got, want, err_msg=folder)
 
 
 def test_every_file_is_covered(onnx_runs):

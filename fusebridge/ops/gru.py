@@ -275,7 +275,9 @@ def lower(op, node: ir.Node) -> list[ir.Value]:
         y = op.Squeeze(y, op.ints([1], "axis1"))
     else:
         perm = [0, 2, 1, 3] if attrs.layout == "tnc" else [2, 0, 1, 3]
-        y = op.Reshape(op.Transpose(y, perm=perm), op.ints([0, 0, -1], "y_shape"))
+        # D*OC, not -1: a -1 cannot be inferred from an empty Y (a batch of 0), and ONNX
+        # Runtime refuses the Reshape then.
+        y = op.Reshape(op.Transpose(y, perm=perm), op.ints([0, 0, d * oc], "y_shape"))
     return [y, y_h][: len(node.outputs)]
 
 

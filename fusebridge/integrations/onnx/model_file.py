@@ -60,7 +60,23 @@ def read_model_proto(path: Path) -> onnx.ModelProto:
     _check_tensor_sizes(model, where)
     check_declared_dims(model.graph, where)
     _check_structure(model, None if external else data, path, where)
+    _check_constants(model, where)
     return model
+
+
+def _check_constants(model: onnx.ModelProto, where: str) -> None:
+    """Every standard Constant node holds exactly one value attribute: onnx.checker does not
+    check it (a field of another wire type is dropped as unknown, leaving none), and the
+    constant folder would fail on it untyped."""
+    for graph in all_graphs(model.graph):
+        for node in graph.node:
+            if node.domain in _STANDARD_DOMAINS and node.op_type == "Constant":
+                names = [a.name for a in node.attribute]
+                if len(names) != 1:
+                    raise ModelFormatError(
+                        f"{where}: Constant node {node.name!r} has attributes {names}, "
+                        "expected exactly one (value, value_float, value_ints, ...)"
+                    )
 
 
 def check_declared_dims(graph: onnx.GraphProto, where: str) -> None:

@@ -155,6 +155,18 @@ def test_names_that_are_not_utf8(tmp_path):
     _refused(_save(tmp_path, data), fb.ModelFormatError, "node name b'X\\xf5odeX'", "UTF-8")
 
 
+@pytest.mark.parametrize("attributes", [0, 2])
+def test_a_constant_without_one_value_is_refused(tmp_path, attributes):
+    """The long fuzz run (seed 1) retyped a Constant's value field: protobuf drops it as
+    unknown, onnx.checker passes the node, and the constant folder failed on it untyped."""
+    proto = gru_model(projection="matmul_add")
+    values = [helper.make_attribute("value_float", 1.0), helper.make_attribute("value_int", 2)]
+    constant = helper.make_node("Constant", [], ["c"], name="the_constant")
+    constant.attribute.extend(values[:attributes])
+    proto.graph.node.insert(0, constant)
+    _refused(_save(tmp_path, proto), fb.ModelFormatError, "Constant node 'the_constant'")
+
+
 def test_duplicate_value_names(tmp_path):
     proto = gru_model(projection="matmul_add")
     proto.graph.node[1].output[0] = "mm"  # the Add writes the MatMul's output name again
