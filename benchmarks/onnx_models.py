@@ -129,7 +129,8 @@ def run(quick: bool = False, threads: int = 2, settle: float = SETTLE) -> str:
     for name, entry in shipped.load_manifest(shipped.DEFAULT_OUT_DIR).items():
         path = shipped.DEFAULT_OUT_DIR / entry["file"]
         plain = ort.InferenceSession(str(path), options)
-        session = fb.Session(fb.optimize(fb.load(path))[0])
+        model = fb.load(path)
+        session = fb.Session(fb.optimize(model)[0])
         names = [o.name for o in plain.get_outputs()]
 
         def ort_run(f: dict, plain=plain, names=names) -> dict:
@@ -140,7 +141,7 @@ def run(quick: bool = False, threads: int = 2, settle: float = SETTLE) -> str:
                 continue
             f = shipped.row_feeds(entry, row, rng)
             graph_bounds.assert_outputs_within(
-                fb.load(path), f, session.run(f), ort_run(f), where=f"{name} {row}"
+                model, f, session.run(f), ort_run(f), where=f"{name} {row}"
             )
             placed = session.explain(f)
             if row == "frame":  # one sequence of `steps` frames, the state fed back
@@ -231,7 +232,8 @@ def full_size(threads: int = 2, quick: bool = False, settle: float = SETTLE) -> 
                 dynamo=False,
             )
             plain = ort.InferenceSession(str(path), options)
-            session = fb.Session(fb.optimize(fb.load(path))[0])
+            model = fb.load(path)
+            session = fb.Session(fb.optimize(model)[0])
             for batch in (1, BATCH):
                 f = {"x": rng.standard_normal((batch, steps, bins)).astype(np.float32)}
                 label = f"batch {batch}"
@@ -239,7 +241,7 @@ def full_size(threads: int = 2, quick: bool = False, settle: float = SETTLE) -> 
                     f["lengths"] = lengths[:batch]
                     label += ", unequal lengths (sequence_lens)" if batch > 1 else ", lengths"
                 graph_bounds.assert_outputs_within(
-                    fb.load(path), f, session.run(f), {"mask": plain.run(None, f)[0]}, where=label
+                    model, f, session.run(f), {"mask": plain.run(None, f)[0]}, where=label
                 )
                 t_ours, t_ort = interleaved(
                     [lambda f=f, s=session: s.run(f), lambda f=f, p=plain: p.run(None, f)],

@@ -96,6 +96,15 @@ def mask_or_seed_arguments(mask: np.ndarray | None, seed: np.ndarray | None) -> 
     return {"mask": mask} if mask is not None else {"seed": scalar(seed, "seed")}
 
 
+def check_axes_fit(axes: tuple[int, ...], x: np.ndarray, where: str = "") -> None:
+    """Raises ModelFormatError where axes do not fit x's rank: for a dropout whose input rank
+    was unknown when it was parsed (an MXNet symbol declares no shapes)."""
+    if why := distinct_axes(axes, np.ndim(x)):
+        raise ModelFormatError(
+            f"{where}attribute axes = {axes}: {why} (input shaped {list(np.shape(x))})"
+        )
+
+
 def _cpu(node: ir.Node, attrs: DropoutAttributes, constants: dict, reuse: bool) -> Run:
     if attrs.is_test:
         scale = attrs.inference_scale
@@ -107,11 +116,8 @@ def _cpu(node: ir.Node, attrs: DropoutAttributes, constants: dict, reuse: bool) 
 
         def run_test(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
             x = inputs[0]
-            if unchecked and (why := distinct_axes(unchecked, x.ndim)):
-                # The Session's step names the node before this text.
-                raise ModelFormatError(
-                    f"attribute axes = {unchecked}: {why} (input shaped {list(x.shape)})"
-                )
+            if unchecked:
+                check_axes_fit(unchecked, x)  # the Session's step names the node before it
             return [x if scale == 1.0 else x * x.dtype.type(scale)]
 
         return run_test

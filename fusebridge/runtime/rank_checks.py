@@ -17,8 +17,7 @@ import numpy as np
 import onnx_ir as ir
 
 from fusebridge import conventions, ops
-from fusebridge.errors import ModelFormatError
-from fusebridge.ops.schema import distinct_axes
+from fusebridge.ops.dropout import check_axes_fit
 from fusebridge.session_graph import describe
 
 # value name -> check(the value's array): raises ModelFormatError naming the dropout
@@ -33,16 +32,8 @@ def _unranked_dropout(node: ir.Node) -> bool:
 
 
 def _check(node: ir.Node, axes: tuple[int, ...]) -> Callable[[np.ndarray], None]:
-    what = describe(node)
-
-    def check(x: np.ndarray) -> None:
-        if why := distinct_axes(axes, np.ndim(x)):
-            raise ModelFormatError(
-                f"Session: {what}: attribute axes = {axes}: {why} (input shaped "
-                f"{list(np.shape(x))})"
-            )
-
-    return check
+    where = f"Session: {describe(node)}: "
+    return lambda x: check_axes_fit(axes, x, where)
 
 
 def defer_axes_checks(model: ir.Model) -> tuple[ir.Model, Checks]:
