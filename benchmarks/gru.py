@@ -497,7 +497,7 @@ def run(quick: bool = False, threads: int = 2) -> str:
             overhead = peer.request({"op": "overhead"}).get("seconds")
             # Imported here: benchmarks.gru_builds runs this module's cases on other builds of
             # fusebridge, which may predate fusebridge.progress.
-            from fusebridge.progress import Progress
+            from fusebridge.bench.progress import Progress
 
             with Progress(len(cases), "gru") as progress:
                 for c in cases:

@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 
 from benchmarks.common import machine
-from fusebridge.progress import Progress
+from fusebridge.bench.progress import Progress
 
 # Section name -> module with run(quick, threads) -> Markdown; imported only when it runs.
 SECTIONS = {

@@ -1,7 +1,5 @@
 """fusebridge: fuse passes and compiled kernels for GRU- and dropout-heavy models."""
 
-from importlib.metadata import PackageNotFoundError, version
-
 from fusebridge import conventions, kernels, ops, random
 from fusebridge.errors import (
     ArgumentError,
@@ -19,10 +17,7 @@ from fusebridge.integrations.paddle.save import save_paddle
 from fusebridge.lod_tensor import LoDTensor
 from fusebridge.runtime import Session
 
-try:
-    __version__ = version("fusebridge")
-except PackageNotFoundError:  # running from a source tree
-    __version__ = "0.0.0+source"
+__version__ = conventions.PACKAGE_VERSION
 
 __all__ = [
     "ArgumentError",

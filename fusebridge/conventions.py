@@ -1,11 +1,17 @@
-"""The IR's conventions: our domain and its version, the opset and IR version of files we write,
-how a LoD value's offsets are named, names made unique, a node's subgraphs. The ops themselves
-are described in fusebridge/ops/."""
+"""The IR's conventions: the package's version, our domain and its version, the opset and IR
+version of files we write, how a LoD value's offsets are named, names made unique, a node's
+subgraphs. The ops themselves are described in fusebridge/ops/."""
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+
 import onnx_ir as ir
 
+try:
+    PACKAGE_VERSION = version("fusebridge")
+except PackageNotFoundError:  # running from a source tree
+    PACKAGE_VERSION = "0.0.0+source"
 DOMAIN = "fusebridge"
 DOMAIN_VERSION = 1
 ONNX_OPSET = 17

@@ -365,7 +365,7 @@ def name(target: Target, rng: random.Random, n: int) -> Iterator[Case]:
     for hostile, model in _onnx_outputs(target):
 
         def cli_run(work: Path) -> None:
-            from fusebridge import cli
+            from fusebridge.cli import command as cli
 
             inputs = []
             for k, (feed, value) in enumerate(target.feeds.items()):

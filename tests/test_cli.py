@@ -18,7 +18,7 @@ from onnx import TensorProto, helper
 from session_models import training_step_model
 
 import fusebridge
-from fusebridge import cli
+from fusebridge.cli import command as cli
 from fusebridge.fuse_passes import PIPELINES, explicit_rng
 from fusebridge.models import assets
 
@@ -284,7 +284,7 @@ def test_bench_without_paddle_says_so_in_each_peer_row(monkeypatch, capsys):
 
 
 def test_progress_without_tqdm_is_one_line_per_step(monkeypatch, capsys):
-    from fusebridge.progress import Progress
+    from fusebridge.bench.progress import Progress
 
     monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm now fails
     with Progress(2, "bench") as progress:

@@ -11,7 +11,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from fusebridge import cli, output_files
+from fusebridge.cli import command as cli
+from fusebridge.cli import output_files
 from fusebridge.errors import ArgumentError
 
 

@@ -172,7 +172,7 @@ def test_ops_without_a_cost_model_stay_on_our_kernels():
 
 
 def test_cli_run_explain(tmp_path, capsys):
-    from fusebridge import cli
+    from fusebridge.cli import command as cli
 
     feeds = gru_feeds(1, 1)
     for name, a in feeds.items():

@@ -23,8 +23,8 @@ import onnx_ir as ir
 import fusebridge as fb
 from fusebridge import kernels
 from fusebridge.bench.paddle_runtime import Feeds
+from fusebridge.bench.progress import Progress
 from fusebridge.errors import UnsupportedOpError
-from fusebridge.progress import Progress
 
 PEERS = ("paddle_executor", "paddle_inference", "paddle_inference_onednn")
 # Paddle Inference on the model fb.save_paddle writes back (our GRU as a Paddle custom op):

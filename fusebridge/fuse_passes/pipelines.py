@@ -18,7 +18,6 @@ from fusebridge.fuse_passes.dropout import (
     SoftmaxDropout,
     SoftmaxDropoutTraining,
 )
-from fusebridge.fuse_passes.graph_checks import check_graph
 from fusebridge.fuse_passes.gru import (
     BiGRU,
     CanonicalUpdateGate,
@@ -42,6 +41,7 @@ from fusebridge.fuse_passes.recompute import RecomputeDropoutMask
 from fusebridge.fuse_passes.report import OptimizeReport
 from fusebridge.fuse_passes.rng import ExplicitRng
 from fusebridge.fuse_passes.rule import FusionRule
+from fusebridge.graph.checks import check_graph
 
 
 class Pipeline:
@@ -70,11 +70,11 @@ class Pipeline:
 
     def apply(self, model: ir.Model) -> OptimizeReport:
         """Rewrites `model` in place, pass by pass, in order, checking the graph after each."""
-        check_graph(model, f"pipeline {self.name!r}")
+        check_graph(model.graph, f"pipeline {self.name!r}")
         reports = []
         for step in self.passes:
             reports.append(step(model).report)
-            check_graph(model, f"pipeline {self.name!r}, after {step.name}")
+            check_graph(model.graph, f"pipeline {self.name!r}, after {step.name}")
         return OptimizeReport(self.name, tuple(reports))
 
 
@@ -143,7 +143,7 @@ def optimize(
                 f"optimize: pipeline must be one of {sorted(PIPELINES)}, got {pipeline!r}"
             )
         pipeline = PIPELINES[pipeline]
-    check_graph(model, f"optimize {pipeline.name!r}")  # before the copy, which needs it too
+    check_graph(model.graph, f"optimize {pipeline.name!r}")  # before the copy, which needs it too
     model = ir.from_proto(ir.to_proto(model))
     report = pipeline.apply(model)
     return model, report

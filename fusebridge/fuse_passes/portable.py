@@ -23,11 +23,11 @@ from fusebridge import conventions, ops
 from fusebridge.errors import ModelFormatError
 from fusebridge.fuse_passes.passes import FusePass, IrPass
 from fusebridge.fuse_passes.report import PassReport
-from fusebridge.fuse_passes.type_inference import InferTypes
-from fusebridge.integrations.onnx import standard_ops
-from fusebridge.integrations.onnx.contrib_ops import lower_contrib_ops
-from fusebridge.integrations.onnx.lowering import lower_to_standard, replace_node
-from fusebridge.integrations.onnx.standard_ops import OpBuilder, model_opset
+from fusebridge.graph.builder import OpBuilder, model_opset, replace_node
+from fusebridge.graph.contrib_ops import lower_contrib_ops
+from fusebridge.graph.type_inference import InferTypes
+from fusebridge.ops.lod import seq_lens
+from fusebridge.ops.lowering import lower_to_standard
 
 
 def to_padded_recurrences(graph: ir.Graph, opset: int = conventions.ONNX_OPSET) -> int:
@@ -44,7 +44,7 @@ def to_padded_recurrences(graph: ir.Graph, opset: int = conventions.ONNX_OPSET) 
         x, offsets, *rest = node.inputs
         op = OpBuilder(node.name or node.outputs[0].name, taken, opset)
         padded = op.LoDToPadded(x, offsets, _domain=conventions.DOMAIN)
-        lens = standard_ops.seq_lens(op, offsets)
+        lens = seq_lens(op, offsets)
         outputs = op.op_multi_out(
             node.op_type,
             [padded, lens, *rest],

@@ -22,9 +22,9 @@ from typing import ClassVar
 import onnx_ir as ir
 
 from fusebridge import conventions, ops
-from fusebridge.fuse_passes.graph_checks import check_graph
 from fusebridge.fuse_passes.passes import FusePass
 from fusebridge.fuse_passes.report import PassReport
+from fusebridge.graph.checks import check_graph
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +97,7 @@ def _refusal(node: ir.Node, mask: ir.Value) -> str | None:
 
 def recompute_dropout_mask(model: ir.Model) -> RecomputeReport:
     """Rewrites `model` in place (subgraphs included); running it twice changes nothing."""
-    check_graph(model, "recompute_dropout_mask")
+    check_graph(model.graph, "recompute_dropout_mask")
     recomputed, refused = [], []
     for node in list(ir.traversal.RecursiveGraphIterator(model.graph)):
         mask = _mask_output(node)

@@ -27,9 +27,9 @@ import onnx_ir as ir
 
 from fusebridge import conventions, ops
 from fusebridge.errors import ArgumentError
-from fusebridge.fuse_passes.graph_checks import check_graph
 from fusebridge.fuse_passes.passes import FusePass
 from fusebridge.fuse_passes.report import PassReport
+from fusebridge.graph.checks import check_graph
 from fusebridge.random import OFFSET_INPUT, OFFSET_OUTPUT, SEED_INPUT
 
 _STATE = (SEED_INPUT, OFFSET_INPUT, OFFSET_OUTPUT)
@@ -258,7 +258,7 @@ def explicit_rng(model: ir.Model) -> RngReport:
     """Rewrites `model` in place: its hidden-generator dropouts draw from the new inputs
     rng_seed and rng_offset, and rng_offset_out hands the next free offset on. A model with no
     such dropout is left as it is (so the pass can run twice)."""
-    check_graph(model, "explicit_rng")
+    check_graph(model.graph, "explicit_rng")
     for function in model.functions.values():
         if _hidden(function):
             raise ArgumentError(

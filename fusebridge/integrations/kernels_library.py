@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from fusebridge import conventions
 from fusebridge.errors import ExecutionError
 
 # The kernels' headers, which the glues include.
@@ -69,13 +70,11 @@ def compiler_for(kernels: KernelsLibrary) -> str:
 def library_dir(chosen: str | os.PathLike | None, env: str, kind: str, key: str) -> Path:
     """Where a framework's op library is built and kept: `chosen`, else $env, else
     ~/.cache/fusebridge/<kind>-<version>-<key> ($XDG_CACHE_HOME in place of ~/.cache)."""
-    import fusebridge
-
     chosen = chosen or os.environ.get(env)
     if chosen:
         return Path(chosen).expanduser().resolve()
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fusebridge"
-    return root / f"{kind}-{fusebridge.__version__}-{key}"
+    return root / f"{kind}-{conventions.PACKAGE_VERSION}-{key}"
 
 
 def build_key(files: Iterable[Path], meta: Iterable[str]) -> str:

@@ -11,7 +11,7 @@ import numpy as np
 import onnx_ir as ir
 
 from fusebridge.conventions import DOMAIN
-from fusebridge.errors import ArgumentError
+from fusebridge.errors import ArgumentError, ModelFormatError, UnsupportedOpError
 from fusebridge.kernels.arguments import as_flag
 from fusebridge.ops import crf, dropout, fused_dropout, gru, lod, sequence
 from fusebridge.ops.common import OpDef, Run
@@ -58,6 +58,24 @@ def node(
     s.check_arity(n)
     s.attribute_values(n)
     return n
+
+
+def check_node(node: ir.Node) -> None:
+    """A fusebridge node of a file against its op: a known op, its inputs and outputs, its
+    attributes' types and values, and the op's own input check (ModelFormatError otherwise)."""
+    if node.op_type not in REGISTRY:
+        raise UnsupportedOpError(
+            f"{DOMAIN}.{node.op_type} node {node.name!r}: unknown op, expected one of "
+            f"{sorted(REGISTRY)}"
+        )
+    d = REGISTRY[node.op_type]
+    try:
+        d.schema.check_arity(node)
+        d.schema.attribute_values(node)
+    except ArgumentError as exc:
+        raise ModelFormatError(str(exc)) from exc
+    if d.check is not None:
+        d.check(node)
 
 
 def prepare(node: ir.Node, constants: dict[int, np.ndarray], reuse_output: bool = False) -> Run:

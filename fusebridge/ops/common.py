@@ -23,6 +23,9 @@ Run = Callable[[Sequence[np.ndarray | None]], list[np.ndarray]]
 Prepare = Callable[[ir.Node, object, dict[int, np.ndarray], bool], Run]
 # (builder, node) -> the standard ONNX values that replace the node's outputs.
 Lowering = Callable[[object, ir.Node], list[ir.Value]]
+# node -> None, or ModelFormatError: what a node of a file must hold beyond its schema (its
+# constant inputs' shapes against each other), checked from the graph alone, no data read.
+InputCheck = Callable[[ir.Node], None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +36,7 @@ class OpDef:
     cpu: Prepare
     reference: type[OpRun]
     lower: Lowering | None = None
+    check: InputCheck | None = None
 
 
 def where(node: ir.Node) -> str:

@@ -16,7 +16,8 @@ import numpy as np
 import onnx_ir as ir
 
 from fusebridge import kernels
-from fusebridge.errors import ArgumentError, UnsupportedOpError
+from fusebridge.errors import ArgumentError, ModelFormatError, UnsupportedOpError
+from fusebridge.graph.builder import constant_input
 from fusebridge.kernels import gru as gru_kernel
 from fusebridge.kernels import reference
 from fusebridge.kernels.sequence_layout import as_offsets, as_seq_lens
@@ -203,11 +204,56 @@ class FusionGRU(GRU):
     schema = FUSION_GRU_SCHEMA
 
 
-def _constant(node: ir.Node, value: ir.Value | None, what: str) -> np.ndarray | None:
-    from fusebridge.integrations.onnx import standard_ops
+def _shape(value: ir.Value | None) -> tuple[int, ...] | None:
+    """The shape of a constant input; None for an absent or computed one."""
+    if value is None or value.const_value is None or value.is_graph_input():
+        return None
+    return tuple(value.const_value.shape)
 
+
+def check_inputs(node: ir.Node) -> None:
+    """With layout lod, the lengths input (offsets) is given. Wh [D, OC, 3*OC], Wx [D, IC,
+    3*OC], B and B_h [D, 3*OC], D = 2 for bidirectional and 1 otherwise (with one direction D
+    may be left out, as the kernels allow), OC and IC >= 1. ModelFormatError naming the node
+    and the input; computed weights are checked by the kernels when they run."""
+    at = where(node)
+    schema = GRU_SCHEMA if node.op_type == "GRU" else FUSION_GRU_SCHEMA
+    attrs = schema.attribute_values(node)
+    given = {n.rstrip("?"): v for n, v in zip(schema.inputs, node.inputs) if v is not None}
+    if attrs["layout"] == "lod" and "lengths" not in given:
+        raise ModelFormatError(f"{at}: layout lod needs the lengths input (offsets [N+1])")
+    d = 2 if attrs["direction"] == "bidirectional" else 1
+    shapes = {n: _shape(v) for n, v in given.items()}
+
+    def full(name: str, ndim: int) -> tuple[int, ...] | None:
+        shape = shapes.get(name)
+        if shape is not None and d == 1 and len(shape) == ndim - 1:
+            shape = (1, *shape)
+        return shape
+
+    def refuse(name: str, want: str) -> ModelFormatError:
+        return ModelFormatError(
+            f"{at}: {name} {list(shapes[name])}, expected {want} ({d} direction(s))"
+        )
+
+    wh = full("Wh", 3)
+    if wh is None:
+        return
+    oc = wh[1] if len(wh) == 3 else 0
+    if oc < 1 or wh != (d, oc, 3 * oc):
+        raise refuse("Wh", f"[{d}, hidden, 3 * hidden] with hidden >= 1")
+    wx = full("Wx", 3)
+    if wx is not None and (len(wx) != 3 or wx[0] != d or wx[1] < 1 or wx[2] != 3 * oc):
+        raise refuse("Wx", f"[{d}, input size >= 1, {3 * oc}]")
+    for name in ("B", "B_h"):
+        bias = full(name, 2)
+        if bias is not None and bias != (d, 3 * oc):
+            raise refuse(name, f"[{d}, {3 * oc}]")
+
+
+def _constant(node: ir.Node, value: ir.Value | None, what: str) -> np.ndarray | None:
     why = "the portable export needs it as a constant (it converts it to ONNX GRU's layout)"
-    return standard_ops.constant_input(value, f"{where(node)}: {what}", why)
+    return constant_input(value, f"{where(node)}: {what}", why)
 
 
 def lower(op, node: ir.Node) -> list[ir.Value]:
@@ -215,10 +261,8 @@ def lower(op, node: ir.Node) -> list[ir.Value]:
     B = [bias | bias_h] (the same two biases in the same places), sequence_lens int32,
     initial_h; origin_mode 0 by update-gate negation. ONNX Runtime runs only layout 0, so ntc
     is transposed around it."""
-    from fusebridge.integrations.onnx.gru_shapes import check_gru_inputs
-
     attrs = GRU_SCHEMA.parse(node)
-    check_gru_inputs(node)
+    check_inputs(node)
     if attrs.layout == "lod":
         raise UnsupportedOpError(
             f"{where(node)}: layout lod has no ONNX GRU form; the portable export pads it first"
@@ -282,6 +326,6 @@ def lower(op, node: ir.Node) -> list[ir.Value]:
 
 
 OPS = (
-    OpDef(GRU_SCHEMA, _cpu, GRU, lower),
-    OpDef(FUSION_GRU_SCHEMA, _cpu, FusionGRU, lower),
+    OpDef(GRU_SCHEMA, _cpu, GRU, lower, check_inputs),
+    OpDef(FUSION_GRU_SCHEMA, _cpu, FusionGRU, lower, check_inputs),
 )

@@ -8,9 +8,9 @@ import numpy as np
 import onnx_ir as ir
 
 from fusebridge.errors import ArgumentError, ExecutionError, ModelFormatError
+from fusebridge.graph.checks import describe
 from fusebridge.runtime.schedule import captured
 from fusebridge.runtime.step import Step
-from fusebridge.session_graph import describe
 
 
 def _one(value: np.ndarray, what: str) -> object:

@@ -11,12 +11,12 @@ import onnxruntime as ort
 
 from fusebridge import conventions, kernels
 from fusebridge.errors import ArgumentError, ExecutionError
+from fusebridge.graph.checks import describe
 from fusebridge.runtime.empty_inputs import guard_recurrences, is_recurrence
 from fusebridge.runtime.partition_work import multiply_adds, work_terms
 from fusebridge.runtime.rank_checks import Checks
 from fusebridge.runtime.schedule import captured, ort_opsets
 from fusebridge.runtime.step import Step
-from fusebridge.session_graph import describe
 
 # A partition beside our kernels gets threads in a run where its MatMuls, Gemms and Convs do at
 # least this many multiply-adds (partition_work.py): about 0.1 ms on one thread here, against

@@ -27,8 +27,9 @@ import onnx_ir as ir
 
 from fusebridge import conventions, ops
 from fusebridge.errors import Error
+from fusebridge.graph.builder import OpBuilder
+from fusebridge.graph.checks import describe, feed_behind
 from fusebridge.runtime.schedule import kind, schedule
-from fusebridge.session_graph import describe, feed_behind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -363,7 +364,6 @@ def _refusal(node: ir.Node) -> str:
         return "no standard ONNX form"
     if node.op_type not in _GRU_OPS:
         return "no cost model for this op (it stays where the model's passes put it)"
-    from fusebridge.integrations.onnx.standard_ops import OpBuilder
 
     attrs = ops.schema(node.op_type).parse(node)
     if attrs.layout == "lod":

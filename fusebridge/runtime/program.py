@@ -11,12 +11,12 @@ import onnx_ir as ir
 
 from fusebridge import ops
 from fusebridge.errors import Error, ExecutionError, ModelFormatError
+from fusebridge.graph.checks import describe, feed_phrase
 from fusebridge.runtime.control_flow import control_step
 from fusebridge.runtime.onnx_partition import onnx_step
 from fusebridge.runtime.rank_checks import Checks
 from fusebridge.runtime.schedule import handed_out, kind, schedule
 from fusebridge.runtime.step import Step
-from fusebridge.session_graph import describe, feed_phrase
 
 
 class Program:

@@ -17,8 +17,10 @@ import numpy as np
 import onnx_ir as ir
 
 from fusebridge import conventions, ops
+from fusebridge.graph.builder import model_opset
+from fusebridge.graph.checks import describe
 from fusebridge.ops.dropout import check_axes_fit
-from fusebridge.session_graph import describe
+from fusebridge.ops.lowering import lower_to_standard
 
 # value name -> check(the value's array): raises ModelFormatError naming the dropout
 Checks = dict[str, Callable[[np.ndarray], None]]
@@ -42,8 +44,6 @@ def defer_axes_checks(model: ir.Model) -> tuple[ir.Model, Checks]:
     their input. (One inside an If or Loop body stays a step, which checks its axes itself.)"""
     if not any(_unranked_dropout(n) for n in model.graph):
         return model, {}
-    from fusebridge.integrations.onnx.lowering import lower_to_standard
-    from fusebridge.integrations.onnx.standard_ops import model_opset
 
     model = ir.from_proto(ir.to_proto(model))
     checks = {

@@ -28,16 +28,19 @@ from fusebridge.errors import (
     Error,
     ExecutionError,
 )
-from fusebridge.fuse_passes.type_inference import InferTypes
+from fusebridge.graph.builder import model_opset
+from fusebridge.graph.checks import check_graph, describe, feed_behind
+from fusebridge.graph.type_inference import InferTypes
+from fusebridge.integrations import load
 from fusebridge.kernels.sequence_layout import as_offsets
 from fusebridge.lod_tensor import LoDTensor
+from fusebridge.ops.lowering import lower_to_standard
+from fusebridge.runtime.feeds import Dims, FeedSpec, as_feed, check_lengths, check_names
 from fusebridge.runtime.onnx_partition import ort_runner
 from fusebridge.runtime.placement import Decision, Placement
 from fusebridge.runtime.program import Program
 from fusebridge.runtime.rank_checks import defer_axes_checks
 from fusebridge.runtime.step import Step
-from fusebridge.session_feeds import Dims, FeedSpec, as_feed, check_lengths, check_names
-from fusebridge.session_graph import check_graph, describe, feed_behind
 
 Feeds = Mapping[str, np.ndarray | LoDTensor]
 # Bounds of the per-Session caches: programs by placement (each holds ONNX Runtime sessions
@@ -94,8 +97,6 @@ class Session:
         placement: str = "cost",
     ) -> None:
         if isinstance(model, (str, os.PathLike)):
-            from fusebridge.integrations import load
-
             model = load(model)
         if not isinstance(model, ir.Model):
             hint = " (onnx_ir.from_proto converts it)" if isinstance(model, onnx.ModelProto) else ""
@@ -439,9 +440,6 @@ class Session:
             model = self._model
             lowered = {c.index for c, k in zip(self.placement.candidates, placement) if not k}
             if lowered:
-                from fusebridge.integrations.onnx.lowering import lower_to_standard
-                from fusebridge.integrations.onnx.standard_ops import model_opset
-
                 model = ir.from_proto(ir.to_proto(model))
                 nodes = list(model.graph)
                 chosen = {nodes[i] for i in lowered}

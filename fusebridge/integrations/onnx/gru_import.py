@@ -10,8 +10,8 @@ import onnx_ir as ir
 
 from fusebridge import conventions
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
+from fusebridge.graph.builder import OpBuilder
 from fusebridge.integrations.onnx.import_passes import constant, is_used, where
-from fusebridge.integrations.onnx.standard_ops import OpBuilder
 from fusebridge.ops.gru import ONNX_ACTIVATIONS
 
 _ACTIVATIONS = {onnx_name: ours for ours, onnx_name in ONNX_ACTIVATIONS.items()}

@@ -15,8 +15,7 @@ from fusebridge import conventions
 from fusebridge.errors import UnsupportedOpError
 from fusebridge.fuse_passes.passes import FusePass
 from fusebridge.fuse_passes.report import PassReport
-from fusebridge.integrations.onnx.lowering import replace_node
-from fusebridge.integrations.onnx.standard_ops import OpBuilder, constant_input, model_opset
+from fusebridge.graph.builder import OpBuilder, constant_input, model_opset, replace_node
 
 # (builder, node) -> the values that replace the node's outputs, in order; None for an output
 # nothing reads, which then goes with the node.

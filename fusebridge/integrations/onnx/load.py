@@ -16,17 +16,15 @@ from fusebridge.errors import (
     ArgumentError,
     Error,
     ModelFormatError,
-    UnsupportedOpError,
     in_model_file,
 )
 from fusebridge.fuse_passes.constant_folding import FoldConstants
 from fusebridge.fuse_passes.passes import IrPass
 from fusebridge.fuse_passes.pipelines import Pipeline
 from fusebridge.fuse_passes.report import OptimizeReport
-from fusebridge.fuse_passes.type_inference import InferTypes
+from fusebridge.graph.type_inference import InferTypes
 from fusebridge.integrations.onnx.dropout_import import import_dropout
 from fusebridge.integrations.onnx.gru_import import import_gru
-from fusebridge.integrations.onnx.gru_shapes import check_gru_inputs
 from fusebridge.integrations.onnx.import_passes import ImportOp
 from fusebridge.integrations.onnx.model_file import read_model_proto
 
@@ -75,25 +73,10 @@ def _check_text(model: ir.Model) -> None:
 
 
 def check_fusebridge_nodes(graph: ir.Graph) -> None:
-    """Every fusebridge node (subgraphs included) against its schema: a known op, its inputs
-    and outputs, its attributes' types and values, a GRU's constant weights' shapes
-    (ModelFormatError otherwise)."""
+    """Every fusebridge node (subgraphs included) against its op (ops.check_node)."""
     for node in ir.traversal.RecursiveGraphIterator(graph):
-        if not conventions.is_fusebridge(node):
-            continue
-        if node.op_type not in ops.SCHEMAS:
-            raise UnsupportedOpError(
-                f"{conventions.DOMAIN}.{node.op_type} node {node.name!r}: unknown op, expected "
-                f"one of {sorted(ops.SCHEMAS)}"
-            )
-        s = ops.SCHEMAS[node.op_type]
-        try:
-            s.check_arity(node)
-            s.attribute_values(node)
-        except ArgumentError as exc:
-            raise ModelFormatError(str(exc)) from exc
-        if node.op_type in ("GRU", "FusionGRU"):
-            check_gru_inputs(node)
+        if conventions.is_fusebridge(node):
+            ops.check_node(node)
 
 
 LOAD_REPORT = "fusebridge.load_report"

@@ -23,10 +23,11 @@ from error_bounds import assert_within, path_score_bound, pool_bound
 from onnx.reference import ReferenceEvaluator
 
 from fusebridge import kernels
-from fusebridge.integrations.onnx.pooling import POOLTYPES, sequence_pool
-from fusebridge.integrations.onnx.standard_ops import OpBuilder
-from fusebridge.integrations.onnx.viterbi import crf_decoding
+from fusebridge.graph.builder import OpBuilder
 from fusebridge.kernels import reference
+from fusebridge.kernels.sequence_pool import POOLTYPES
+from fusebridge.ops.crf import viterbi_graph as crf_decoding
+from fusebridge.ops.sequence import pool_graph as sequence_pool
 
 FLOAT, INT64 = ir.DataType.FLOAT, ir.DataType.INT64
 

@@ -19,10 +19,12 @@ from test_onnx_lowering_ops import FLOAT, INT64, Runners, offsets_of, one_op_mod
 from torch_fixtures import random_feeds
 
 import fusebridge as fb
-from fusebridge.integrations.onnx.pooling import POOLTYPES, sequence_pool
-from fusebridge.integrations.onnx.standard_ops import OpBuilder, lod_to_padded, padded_to_lod
-from fusebridge.integrations.onnx.viterbi import crf_decoding
+from fusebridge.graph.builder import OpBuilder
 from fusebridge.kernels import reference
+from fusebridge.kernels.sequence_pool import POOLTYPES
+from fusebridge.ops.crf import viterbi_graph as crf_decoding
+from fusebridge.ops.lod import lod_to_padded, padded_to_lod
+from fusebridge.ops.sequence import pool_graph as sequence_pool
 
 OLD_OPSETS = [11, 12, 13, 14]
 

@@ -100,7 +100,7 @@ def test_bundled_demo_runs_without_paddle(tmp_path):
     """The demo's whole path (load, optimize, run) in a process where importing paddle fails."""
     code = (
         "import sys; sys.modules['paddle'] = None\n"
-        "from fusebridge.cli import main\n"
+        "from fusebridge.cli.command import main\n"
         "sys.exit(main(['demo']))\n"
     )
     # Run from elsewhere: the installed fusebridge (with its compiled core), not the source tree.

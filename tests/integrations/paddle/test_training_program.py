@@ -216,7 +216,7 @@ def test_masks_that_cannot_be_recomputed_are_named(training):
 
 
 def test_cli_training_pipeline_writes_a_runnable_file(training, x, tmp_path, capsys):
-    from fusebridge.cli import main
+    from fusebridge.cli.command import main
 
     out = tmp_path / "train.onnx"
     assert (

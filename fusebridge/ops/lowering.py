@@ -1,6 +1,7 @@
-"""fusebridge ops -> standard ONNX subgraphs at the model's opset, for the portable file: each
-op's own lowering (its module in fusebridge/ops/) builds the subgraph; this puts it in the
-graph. What ONNX cannot express raises UnsupportedOpError naming the node and why."""
+"""fusebridge ops -> standard ONNX subgraphs at the model's opset (the portable file, and the
+nodes the Session's placement puts in ONNX Runtime): each op's own lowering (OpDef.lower, in
+its module) builds the subgraph; this puts it in the graph. What ONNX cannot express raises
+UnsupportedOpError naming the node and why."""
 
 from __future__ import annotations
 
@@ -10,22 +11,8 @@ import onnx_ir as ir
 
 from fusebridge import conventions, ops
 from fusebridge.errors import UnsupportedOpError
-from fusebridge.integrations.onnx.standard_ops import OpBuilder
+from fusebridge.graph.builder import OpBuilder, replace_node
 from fusebridge.ops.common import where
-
-
-def replace_node(
-    graph: ir.Graph, node: ir.Node, op: OpBuilder, outputs: list[ir.Value | None]
-) -> None:
-    """Puts the builder's nodes and initializers where `node` was; its outputs (names, types,
-    graph outputs) pass to `outputs`, position by position. An output given as None (or left
-    off at the end) goes with the node: nothing may read it."""
-    for value in op.initializers:
-        graph.register_initializer(value)
-    pairs = [(old, new) for old, new in zip(node.outputs, outputs) if new is not None]
-    ir.convenience.replace_nodes_and_values(
-        graph, node, [node], list(op.nodes), [old for old, _ in pairs], [new for _, new in pairs]
-    )
 
 
 def lower_to_standard(

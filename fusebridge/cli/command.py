@@ -15,7 +15,8 @@ import numpy as np
 import onnx_ir as ir
 
 import fusebridge
-from fusebridge import kernels, output_files
+from fusebridge import kernels
+from fusebridge.cli import output_files
 from fusebridge.errors import ArgumentError, Error
 from fusebridge.fuse_passes import PIPELINES
 from fusebridge.integrations.onnx.load import LOAD_REPORT
@@ -381,7 +382,3 @@ def main(argv: list[str] | None = None) -> int:
     except (Error, OSError, ValueError) as exc:
         print(f"fusebridge: error: {exc}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -14,8 +14,7 @@ import onnx_ir as ir
 
 from fusebridge import conventions
 from fusebridge.errors import UnsupportedOpError
-from fusebridge.integrations.onnx.lowering import replace_node
-from fusebridge.integrations.onnx.standard_ops import OpBuilder
+from fusebridge.graph.builder import OpBuilder, replace_node
 
 MS_DOMAIN = "com.microsoft"
 # The domains ONNX itself defines: a portable file may hold their ops.
