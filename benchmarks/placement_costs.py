@@ -1,6 +1,7 @@
-"""The constants of the Session's placement cost model (fusebridge/runtime/placement.py COSTS):
-`python -m benchmarks.placement_costs [--quick] [--threads 2]`, then paste the printed
-`COSTS = Costs(...)` over the module's. Run it on a quiet machine.
+"""The constants of the Session's placement cost model (fusebridge/ops/gru.py GRU_COSTS and
+fusebridge/runtime/placement.py PARTITION_CALL_US): `python -m benchmarks.placement_costs
+[--quick] [--threads 2]`, then paste the printed lines over the modules' own. Run it on a
+quiet machine.
 
 Over a grid of steps T, batch N, input size I, hidden H and directions D, with equal and
 unequal lengths: an ONNX GRU model run by a fusebridge Session with the GRU on our kernel
@@ -175,9 +176,9 @@ def measure(threads: int, repeat: int) -> tuple[str, list[str]]:
         k, o = fit(kernel_rows, kernel_t), fit(ort_rows, ort_t)
         call = call_us(threads, repeat, Path(tmp), k, o)
     costs = (
-        f"COSTS = Costs(\n    kernel_fixed={k[0]:.2f},\n    kernel_step={k[1]:.3f},\n"
-        f"    kernel_mac={k[2]:.3f},\n    ort_step={o[1]:.3f},\n"
-        f"    ort_mac={o[2]:.3f},\n    call={call:.2f},\n)"
+        f"GRU_COSTS = GRUCosts(\n    kernel_fixed={k[0]:.2f},\n    kernel_step={k[1]:.3f},\n"
+        f"    kernel_mac={k[2]:.3f},\n    ort_step={o[1]:.3f},\n    ort_mac={o[2]:.3f},\n)\n"
+        f"PARTITION_CALL_US = {call:.2f}"
     )
     return costs, lines
 

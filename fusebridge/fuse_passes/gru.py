@@ -16,14 +16,12 @@ import onnx_ir as ir
 from fusebridge import conventions, ops
 from fusebridge.fuse_passes.rule import FusionRule
 from fusebridge.kernels import negate_update_gate
-
-_GRU_INPUTS = ("X", "lengths", "Wh", "B", "B_h", "H0")
-_FUSION_INPUTS = ("X", "lengths", "Wx", "Wh", "B", "B_h", "H0")
+from fusebridge.ops.gru import FUSION_GRU
 
 
-def _inputs(node: ir.Node, names: tuple[str, ...]) -> dict[str, ir.Value | None]:
-    values = list(node.inputs) + [None] * (len(names) - len(node.inputs))
-    return dict(zip(names, values))
+def _inputs(node: ir.Node) -> dict[str, ir.Value | None]:
+    """A GRU or FusionGRU node's inputs by its schema's slot names."""
+    return ops.op(node.op_type).inputs(node)
 
 
 def _attrs(node: ir.Node) -> dict[str, object]:
@@ -44,7 +42,7 @@ class _ProjectionIntoGRU(FusionRule):
         if len(gru.outputs) != 1:
             return self.refuse(gru, "the GRU's Y_last output is used")
         oc3 = wx.shape[1]
-        wh = _inputs(gru, _GRU_INPUTS)["Wh"]
+        wh = _inputs(gru)["Wh"]
         if wh.shape is not None and wh.shape.is_static() and wh.shape[-1] != oc3:
             return self.refuse(
                 gru, f"the projection gives {oc3} columns, the GRU needs {wh.shape[-1]}"
@@ -57,7 +55,7 @@ class _ProjectionIntoGRU(FusionRule):
                 return self.refuse(gru, f"the FC bias {b.name!r} is not a constant of {oc3} values")
         if reason:
             return self.refuse(gru, reason)
-        gru_bias = _inputs(gru, _GRU_INPUTS)["B"]
+        gru_bias = _inputs(gru)["B"]
         if gru_bias is not None and self.constant(gru_bias) is None:
             return self.refuse(gru, f"the GRU bias {gru_bias.name!r} is computed, not a constant")
         if _attrs(gru)["direction"] == "bidirectional":
@@ -66,7 +64,7 @@ class _ProjectionIntoGRU(FusionRule):
 
     def rewrite(self, op, x, w, gru_out, b=None, **_):
         gru = gru_out.producer()
-        inputs = _inputs(gru, _GRU_INPUTS)
+        inputs = _inputs(gru)
         wx = self.constant(w)
         bias = inputs["B"]
         if b is not None:
@@ -143,7 +141,7 @@ class CanonicalUpdateGate(FusionRule):
                 f"gate_activation is {attrs['gate_activation']}: update-gate negation needs "
                 "sigmoid (sigmoid(-a) = 1 - sigmoid(a)); the kernel runs origin_mode 0 as is",
             )
-        inputs = _inputs(node, _FUSION_INPUTS)
+        inputs = _inputs(node)
         for name in ("Wx", "Wh", "B", "B_h"):
             if inputs[name] is not None and self.constant(inputs[name]) is None:
                 return self.refuse(node, f"{name} {inputs[name].name!r} is not a constant")
@@ -151,7 +149,7 @@ class CanonicalUpdateGate(FusionRule):
 
     def rewrite(self, op, y, **_):
         node = y.producer()
-        inputs = _inputs(node, _FUSION_INPUTS)
+        inputs = _inputs(node)
         arrays = [self.constant(inputs[n]) for n in ("Wx", "Wh", "B", "B_h")]
         negated = negate_update_gate(*arrays)
         new = [
@@ -217,7 +215,7 @@ class BiGRU(FusionRule):
         )
         if reason:
             return self.refuse(concat, reason)
-        i1, i2 = _inputs(fwd, _FUSION_INPUTS), _inputs(rev, _FUSION_INPUTS)
+        i1, i2 = _inputs(fwd), _inputs(rev)
         for name in ("Wx", "Wh", "B", "B_h"):
             for inputs in (i1, i2):
                 if inputs[name] is not None and self.constant(inputs[name]) is None:
@@ -228,7 +226,7 @@ class BiGRU(FusionRule):
 
     def rewrite(self, op, x, lengths, y1, y2, joined, **_):
         fwd, rev = y1.producer(), y2.producer()
-        i1, i2 = _inputs(fwd, _FUSION_INPUTS), _inputs(rev, _FUSION_INPUTS)
+        i1, i2 = _inputs(fwd), _inputs(rev)
         oc = self.constant(i1["Wh"]).shape[-2]
         stacked = []
         for name in ("Wx", "Wh", "B", "B_h"):
@@ -265,7 +263,7 @@ class _ProjectionIntoFusionGRU(FusionRule):
     def check(self, context, w, projected, gru_out, b=None, fc_out=None, **_):
         self.begin(context)
         gru = gru_out.producer()
-        inputs = _inputs(gru, _FUSION_INPUTS)
+        inputs = _inputs(gru)
         w1, wx = self.constant(w), self.constant(inputs["Wx"])
         if w1 is None or w1.ndim != 2:
             return self.refuse(
@@ -283,7 +281,7 @@ class _ProjectionIntoFusionGRU(FusionRule):
 
     def rewrite(self, op, x, w, gru_out, b=None, **_):
         gru = gru_out.producer()
-        inputs = _inputs(gru, _FUSION_INPUTS)
+        inputs = _inputs(gru)
         w1 = self.constant(w).astype(np.float32)
         wx = self.constant(inputs["Wx"])
         wx = wx.reshape(-1, wx.shape[-2], wx.shape[-1]).astype(np.float32)
@@ -388,7 +386,7 @@ def _h0_shape_mismatch(gru: ir.Node, h0: ir.Value) -> str | None:
     """Why `h0`'s inferred shape is not the GRU's [D, N, OC] ([N, OC] with one direction), or
     None where it is (a dimension nobody knows counts as right: the GRU checks it when run)."""
     attrs = _attrs(gru)
-    inputs = _inputs(gru, _FUSION_INPUTS)
+    inputs = _inputs(gru)
     oc = inputs["Wh"].shape[-2] if inputs["Wh"].shape is not None else None
     d = 2 if attrs["direction"] == "bidirectional" else 1
     x_shape = inputs["X"].shape
@@ -423,7 +421,7 @@ class ZeroInitialState(FusionRule):
     def check(self, context, y, **_):
         self.begin(context)
         gru = y.producer()
-        h0 = _inputs(gru, _FUSION_INPUTS)["H0"]
+        h0 = _inputs(gru)["H0"]
         if h0 is None:
             return self.skip("no H0")
         zero, source = zero_source(h0)
@@ -438,11 +436,11 @@ class ZeroInitialState(FusionRule):
 
     def rewrite(self, op, x, y, **_):
         gru = y.producer()
-        inputs = _inputs(gru, _FUSION_INPUTS)
+        inputs = _inputs(gru)
         outputs = self.fusebridge_node(
             op,
             "FusionGRU",
-            [x, *(inputs[n] for n in _FUSION_INPUTS[1:-1])],
+            [x, *(inputs[n] for n in FUSION_GRU.slots[1:-1])],
             _attrs(gru),
             num_outputs=len(gru.outputs),
             name=gru.name,

@@ -32,10 +32,11 @@ from onnxscript.rewriter.rules.common._basic_rules import (
     TransposeTranspose,
 )
 
-from fusebridge import conventions, ops
+from fusebridge import conventions
 from fusebridge.fuse_passes.passes import FusePass, tidy_after_rewrite
 from fusebridge.fuse_passes.report import PassReport
 from fusebridge.fuse_passes.rule import FusionRule
+from fusebridge.ops.gru import FUSION_GRU
 
 _SWAP = (1, 0, 2)  # time-major <-> batch-major
 _OTHER_LAYOUT = {"tnc": "ntc", "ntc": "tnc"}
@@ -109,11 +110,11 @@ class ReshapePairs(TransposePairs):
 def _padded_gru(value: ir.Value) -> tuple[ir.Node | None, str]:
     """The FusionGRU that produced `value` as its Y in a padded layout, or why not."""
     gru = value.producer()
-    if gru is None or gru.op_type != "FusionGRU" or gru.domain != conventions.DOMAIN:
+    if not FUSION_GRU.matches(gru):
         return None, "not a FusionGRU's output"
     if gru.outputs[0] is not value:
         return None, "the FusionGRU's Y_last, not its Y"
-    layout = ops.schema("FusionGRU").attribute_values(gru)["layout"]
+    layout = FUSION_GRU.schema.attribute_values(gru)["layout"]
     if layout not in _OTHER_LAYOUT:
         return None, f"layout {layout}: only padded GRUs (tnc, ntc) are laid out again"
     return gru, ""
@@ -127,7 +128,7 @@ def _ints(value: ir.Value | None) -> list[int] | None:
 
 def _split_shape(gru: ir.Node) -> list[int]:
     """The shape constant of the import's Reshape: [0, 0, D, OC] (the first two dims copied)."""
-    attrs = ops.schema("FusionGRU").attribute_values(gru)
+    attrs = FUSION_GRU.schema.attribute_values(gru)
     wh = gru.inputs[3].shape
     return [0, 0, 2 if attrs["direction"] == "bidirectional" else 1, wh[-2]]
 
@@ -253,7 +254,7 @@ class TransposedGRUInput(FusionRule):
 
     def rewrite(self, op, x, y, **_):
         gru = y.producer()
-        attrs = ops.schema("FusionGRU").attribute_values(gru)
+        attrs = FUSION_GRU.schema.attribute_values(gru)
         attrs["layout"] = _OTHER_LAYOUT[attrs["layout"]]
         outputs = self.fusebridge_node(
             op,

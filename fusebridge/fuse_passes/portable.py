@@ -26,29 +26,34 @@ from fusebridge.fuse_passes.report import PassReport
 from fusebridge.graph.builder import OpBuilder, model_opset, replace_node
 from fusebridge.graph.contrib_ops import lower_contrib_ops
 from fusebridge.graph.type_inference import InferTypes
-from fusebridge.ops.lod import seq_lens
+from fusebridge.ops.lod import LOD_TO_PADDED, PADDED_TO_LOD, seq_lens
 from fusebridge.ops.lowering import lower_to_standard
 
 
 def to_padded_recurrences(graph: ir.Graph, opset: int = conventions.ONNX_OPSET) -> int:
-    """GRU/FusionGRU(X, offsets, layout lod) -> PaddedToLoD(GRU(LoDToPadded(X), seq_lens,
-    layout tnc)). Y_last is the same either way ([D, N, OC])."""
+    """A recurrence (OpDef.recurrence) of layout lod: R(X, offsets, ...) ->
+    PaddedToLoD(R(LoDToPadded(X), seq_lens, ..., layout tnc)). Its other outputs (a GRU's
+    Y_last [D, N, OC]) are the same either way."""
     taken = {v.name for v in graph.initializers.values()}
     count = 0
     for node in list(graph):
-        if node.op_type not in ("GRU", "FusionGRU") or not conventions.is_fusebridge(node):
+        if not conventions.is_fusebridge(node) or node.op_type not in ops.REGISTRY:
             continue
-        attrs = ops.schema(node.op_type).attribute_values(node)
-        if attrs["layout"] != "lod":
+        d = ops.op(node.op_type)
+        if d.recurrence is None:
             continue
-        x, offsets, *rest = node.inputs
+        attrs = d.schema.attribute_values(node)
+        if attrs[d.recurrence.layout] != "lod":
+            continue
+        x, offsets = node.inputs[0], d.input(node, d.recurrence.lengths)
         op = OpBuilder(node.name or node.outputs[0].name, taken, opset)
-        padded = op.LoDToPadded(x, offsets, _domain=conventions.DOMAIN)
-        lens = seq_lens(op, offsets)
+        inputs = list(node.inputs)
+        inputs[0] = op.LoDToPadded(x, offsets, _domain=conventions.DOMAIN)
+        inputs[d.slots.index(d.recurrence.lengths)] = seq_lens(op, offsets)
         outputs = op.op_multi_out(
             node.op_type,
-            [padded, lens, *rest],
-            {**attrs, "layout": "tnc"},
+            inputs,
+            {**attrs, d.recurrence.layout: "tnc"},
             domain=conventions.DOMAIN,
             num_outputs=len(node.outputs),
             name=node.name,  # errors later on name the node the user had
@@ -65,13 +70,11 @@ def cancel_reorders(graph: ir.Graph) -> int:
     never read it. A PaddedToLoD with other consumers stays for them."""
     count = 0
     for node in list(graph):
-        if node.op_type != "LoDToPadded" or not conventions.is_fusebridge(node):
+        if not LOD_TO_PADDED.matches(node):
             continue
         source = node.inputs[0].producer()
         if (
-            source is None
-            or source.op_type != "PaddedToLoD"
-            or not conventions.is_fusebridge(source)
+            not PADDED_TO_LOD.matches(source)
             or source.inputs[1] is not node.inputs[1]
             or _layout(source) != _layout(node)
         ):

@@ -15,14 +15,11 @@ import onnx_ir as ir
 from fusebridge import conventions
 from fusebridge.errors import UnsupportedOpError
 from fusebridge.graph.builder import OpBuilder, replace_node
+from fusebridge.graph.checks import describe
 
 MS_DOMAIN = "com.microsoft"
 # The domains ONNX itself defines: a portable file may hold their ops.
 _STANDARD = ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training")
-
-
-def _where(node: ir.Node) -> str:
-    return f"{node.domain}.{node.op_type} node {node.name!r}"
 
 
 def _attr(node: ir.Node, name: str, default: object) -> object:
@@ -54,7 +51,7 @@ def _fused_matmul(op: OpBuilder, node: ir.Node) -> list[ir.Value]:
         if batch or trans:
             if rank is None or rank < 2 or (batch and rank < 3):
                 raise UnsupportedOpError(
-                    f"{_where(node)}: transposing input {side} ({value.name!r}) needs its rank, "
+                    f"{describe(node)}: transposing input {side} ({value.name!r}) needs its rank, "
                     f"known and >= {3 if batch else 2}, got {rank}"
                 )
             perm = list(range(rank))
@@ -94,7 +91,7 @@ def _activation(op: OpBuilder, node: ir.Node, x: ir.Value, name: str, params: li
         bounds = [op.const(np.array(p, np.float32), hint) for p, hint in zip(params, ("lo", "hi"))]
         return op.Clip(x, *bounds) if op.opset >= 11 else op.Clip(x, min=params[0], max=params[1])
     raise UnsupportedOpError(
-        f"{_where(node)}: activation {name!r} with parameters {params}, expected none, Relu, "
+        f"{describe(node)}: activation {name!r} with parameters {params}, expected none, Relu, "
         "Tanh, Sigmoid, LeakyRelu, HardSigmoid or Clip (min, max)"
     )
 
@@ -179,7 +176,7 @@ def check_lowerable(graph: ir.Graph) -> None:
     """Every node of a domain neither standard nor ours (subgraphs included) has a lowering
     here; UnsupportedOpError naming each one that has not."""
     refused = [
-        f"{_where(n)} ({n.op_type} of domain {n.domain!r})"
+        f"{describe(n)} ({n.op_type} of domain {n.domain!r})"
         for n in ir.traversal.RecursiveGraphIterator(graph)
         if _foreign(n) and (n.domain, n.op_type) not in LOWERINGS
     ]

@@ -12,8 +12,9 @@ import onnx_ir as ir
 
 from fusebridge.conventions import DOMAIN
 from fusebridge.errors import ArgumentError, ModelFormatError, UnsupportedOpError
+from fusebridge.graph.checks import describe
 from fusebridge.kernels.arguments import as_flag
-from fusebridge.ops import crf, dropout, fused_dropout, gru, lod, sequence
+from fusebridge.ops import crf, dropout, fused_dropout, gru, lod, sequence, standard
 from fusebridge.ops.common import OpDef, Run
 from fusebridge.ops.schema import OpSchema, markdown, register_onnx_schemas
 
@@ -60,13 +61,23 @@ def node(
     return n
 
 
+def attribute(node: ir.Node, name: str) -> object:
+    """The node's attribute `name`, or its op's default: the schema's for an op of ours, ONNX's
+    for a standard op (None where it has none). What writers and rules read attributes with."""
+    attr = node.attributes.get(name)
+    if attr is not None:
+        return attr.value
+    if node.domain == DOMAIN:
+        return {a.name: a.default for a in schema(node.op_type).attributes}[name]
+    return standard.default(node.op_type, name)
+
+
 def check_node(node: ir.Node) -> None:
     """A fusebridge node of a file against its op: a known op, its inputs and outputs, its
     attributes' types and values, and the op's own input check (ModelFormatError otherwise)."""
     if node.op_type not in REGISTRY:
         raise UnsupportedOpError(
-            f"{DOMAIN}.{node.op_type} node {node.name!r}: unknown op, expected one of "
-            f"{sorted(REGISTRY)}"
+            f"{describe(node)}: unknown op, expected one of {sorted(REGISTRY)}"
         )
     d = REGISTRY[node.op_type]
     try:
@@ -78,15 +89,26 @@ def check_node(node: ir.Node) -> None:
         d.check(node)
 
 
-def prepare(node: ir.Node, constants: dict[int, np.ndarray], reuse_output: bool = False) -> Run:
-    """run(inputs) for a fusebridge node on the cpu engine; constants maps input positions to
+def prepare(
+    node: ir.Node,
+    constants: dict[int, np.ndarray],
+    reuse_output: bool = False,
+    engine: str = "cpu",
+) -> Run:
+    """run(inputs) for a fusebridge node on `engine`; constants maps input positions to
     initializer data; inputs are given in schema order, padded with None to the schema's length.
     reuse_output: the node's outputs live only during a run (not graph outputs), so a kernel
     may write a run's output into the buffer of the previous run."""
     d = op(node.op_type)
     d.schema.check_arity(node)
     reuse_output = as_flag(reuse_output, "ops.prepare", "reuse_output")
-    return d.cpu(node, d.schema.parse(node), constants, reuse_output)
+    binding = d.bindings.get(engine)
+    if binding is None:
+        raise UnsupportedOpError(
+            f"{describe(node)}: no binding for engine {engine!r}, "
+            f"expected one of {sorted(d.bindings)}"
+        )
+    return binding(node, d.schema.parse(node), constants, reuse_output)
 
 
 def reference_ops() -> list[type]:

@@ -4,7 +4,7 @@ portable lowering) and the small helpers their bindings use."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -13,6 +13,7 @@ from onnx.reference.op_run import OpRun
 
 from fusebridge.conventions import DOMAIN
 from fusebridge.errors import ArgumentError, ArgumentTypeError, Error
+from fusebridge.graph.checks import describe
 from fusebridge.ops.schema import OpSchema
 
 # run(inputs) -> outputs; inputs are the node's input arrays in schema order, padded with None
@@ -23,24 +24,82 @@ Run = Callable[[Sequence[np.ndarray | None]], list[np.ndarray]]
 Prepare = Callable[[ir.Node, object, dict[int, np.ndarray], bool], Run]
 # (builder, node) -> the standard ONNX values that replace the node's outputs.
 Lowering = Callable[[object, ir.Node], list[ir.Value]]
+# node -> check(array of its first input) where the node needs a check that only the run can
+# make (its input's rank unknown before: an MXNet symbol declares no shapes), else None. The
+# Session may then lower the node into the ONNX Runtime partition around it and run the check
+# on the value there, instead of cutting the partition for a step of ours.
+RunCheck = Callable[[ir.Node], Callable[[np.ndarray], None] | None]
 # node -> None, or ModelFormatError: what a node of a file must hold beyond its schema (its
 # constant inputs' shapes against each other), checked from the graph alone, no data read.
 InputCheck = Callable[[ir.Node], None]
 
 
 @dataclasses.dataclass(frozen=True)
+class Recurrence:
+    """An op that runs a recurrence over sentences: what the Session, the placement and the
+    portable export read of it without knowing the op. Slot and attribute names are the
+    schema's."""
+
+    lengths: str = "lengths"  # the input: offsets [N+1] with layout lod, seq_lens [N] padded
+    layout: str = "layout"  # the attribute: "lod", or a padded layout "tnc" / "ntc"
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacementCost:
+    """An op the Session's placement may lower into the ONNX Runtime partition around it or
+    keep on our kernel, by estimated time. sizes(node) -> the sizes the estimate reads, by name,
+    from the node's constant inputs (shown in the placement's explanation); us(sizes, steps,
+    batch, filled, on_kernel) -> microseconds of one run (filled: sum of the sequence lengths,
+    steps * batch without them)."""
+
+    sizes: Callable[[ir.Node], dict[str, int]]
+    us: Callable[[dict[str, int], int, int, int, bool], float]
+
+
+ENGINES = ("cpu",)  # the engines an op may have a binding for ("cuda" next)
+
+
+@dataclasses.dataclass(frozen=True)
 class OpDef:
-    """One op, whole: its schema, its binding per engine, its oracle and its portable form."""
+    """One op, whole: its schema, its oracle, its binding per engine, and what the layers above
+    would otherwise decide by its name: its portable form, its input check, its recurrence trait,
+    its placement cost and a check its input needs at run."""
 
     schema: OpSchema
-    cpu: Prepare
     reference: type[OpRun]
+    bindings: Mapping[str, Prepare]
     lower: Lowering | None = None
     check: InputCheck | None = None
+    recurrence: Recurrence | None = None
+    cost: PlacementCost | None = None
+    run_check: RunCheck | None = None
 
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.bindings) - set(ENGINES))
+        if unknown:
+            raise TypeError(f"{self.schema.op_type}: bindings for unknown engines {unknown}")
+        if self.recurrence is not None:
+            attrs = [a.name for a in self.schema.attributes]
+            if self.recurrence.lengths not in self.slots or self.recurrence.layout not in attrs:
+                raise TypeError(f"{self.schema.op_type}: its recurrence names no slot of it")
 
-def where(node: ir.Node) -> str:
-    return f"{DOMAIN}.{node.op_type} node {node.name!r}"
+    def matches(self, node: ir.Node | None) -> bool:
+        """`node` is a node of this op (a rule's own pattern, checked by hand)."""
+        return node is not None and node.domain == DOMAIN and node.op_type == self.schema.op_type
+
+    @property
+    def slots(self) -> tuple[str, ...]:
+        """The schema's input names, without the optional mark."""
+        return tuple(n.rstrip("?") for n in self.schema.inputs)
+
+    def inputs(self, node: ir.Node) -> dict[str, ir.Value | None]:
+        """The node's inputs by the schema's slot names (None where absent)."""
+        values = list(node.inputs) + [None] * (len(self.slots) - len(node.inputs))
+        return dict(zip(self.slots, values))
+
+    def input(self, node: ir.Node, name: str) -> ir.Value | None:
+        """The node's input in the schema's slot `name` (None when absent)."""
+        return self.inputs(node)[name]
 
 
 def scalar(a: np.ndarray | None, name: str, default: int = 0) -> int:
@@ -63,7 +122,7 @@ def require_seed(node: ir.Node, slot: int) -> None:
     """Training dropouts draw from an explicit (seed, offset): the seed input is required."""
     if not given(node, slot):
         raise ArgumentError(
-            f"{DOMAIN}.{node.op_type} {node.name!r}: training dropout needs a seed input "
+            f"{describe(node)}: training dropout needs a seed input "
             "(int64); run the explicit_rng pass to give every dropout its stream"
         )
 
@@ -85,8 +144,8 @@ class ReferenceOp(OpRun):
             error = exc.__cause__ if isinstance(exc.__cause__, Error) else exc
             if not isinstance(error, Error):
                 raise
-            where = f"{DOMAIN}.{type(self).__name__} node {self.onnx_node.name!r}"
-            raise type(error)(f"Session(backend='reference'): {where}: {error}") from error
+            node = f"{DOMAIN}.{type(self).__name__} node {self.onnx_node.name!r}"
+            raise type(error)(f"Session(backend='reference'): {node}: {error}") from error
 
     def attrs(self):
         """The node's attributes as the op's typed attribute object."""

@@ -178,4 +178,4 @@ def lower(op, node: ir.Node) -> list[ir.Value]:
     return [viterbi_graph(op, emission, offsets, transition, label)]
 
 
-OPS = (OpDef(CRF_DECODING_SCHEMA, _cpu, CRFDecoding, lower),)
+OPS = (OpDef(CRF_DECODING_SCHEMA, CRFDecoding, {"cpu": _cpu}, lower),)

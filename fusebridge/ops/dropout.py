@@ -5,16 +5,17 @@ docs/dropout.md, The bit contract."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnx_ir as ir
 
 from fusebridge import kernels
 from fusebridge.errors import ArgumentError, ModelFormatError, UnsupportedOpError
+from fusebridge.graph.checks import describe
 from fusebridge.kernels import reference
 from fusebridge.kernels.dropout import MODES as KERNEL_MODES
-from fusebridge.ops.common import OpDef, ReferenceOp, Run, given, require_seed, scalar, where
+from fusebridge.ops.common import OpDef, ReferenceOp, Run, given, require_seed, scalar
 from fusebridge.ops.schema import Attribute, OpSchema, distinct_axes, probability
 
 MODES: tuple[str, ...] = tuple(KERNEL_MODES)
@@ -103,6 +104,16 @@ def check_axes_fit(axes: tuple[int, ...], x: np.ndarray, where: str = "") -> Non
         raise ModelFormatError(
             f"{where}attribute axes = {axes}: {why} (input shaped {list(np.shape(x))})"
         )
+
+
+def _run_check(node: ir.Node) -> Callable[[np.ndarray], None] | None:
+    """An inference dropout with axes whose input rank is unknown: its axes against each run's
+    input (OpDef.run_check)."""
+    attrs = DROPOUT_SCHEMA.parse(node)
+    if not (attrs.is_test and attrs.axes) or node.inputs[0].shape is not None:
+        return None
+    at = f"Session: {describe(node)}: "
+    return lambda x: check_axes_fit(attrs.axes, x, at)
 
 
 def _cpu(node: ir.Node, attrs: DropoutAttributes, constants: dict, reuse: bool) -> Run:
@@ -206,12 +217,12 @@ def lower(op, node: ir.Node) -> list[ir.Value]:
     attrs = DROPOUT_SCHEMA.parse(node)
     if not attrs.is_test:
         raise UnsupportedOpError(
-            f"{where(node)}: a training dropout (is_test 0) draws its mask from Philox "
+            f"{describe(node)}: a training dropout (is_test 0) draws its mask from Philox "
             "(seed, offset); ONNX Dropout's generator is the runtime's own, so the bits would "
             "differ: export the inference graph"
         )
     if len(node.outputs) > 1:
-        raise UnsupportedOpError(f"{where(node)}: an inference dropout has no mask output")
+        raise UnsupportedOpError(f"{describe(node)}: an inference dropout has no mask output")
     x = node.inputs[0]
     if attrs.inference_scale == 1.0:
         return [op.Identity(x)]
@@ -220,6 +231,6 @@ def lower(op, node: ir.Node) -> list[ir.Value]:
 
 
 OPS = (
-    OpDef(DROPOUT_SCHEMA, _cpu, Dropout, lower),
-    OpDef(DROPOUT_GRAD_SCHEMA, _grad_cpu, DropoutGrad),
+    OpDef(DROPOUT_SCHEMA, Dropout, {"cpu": _cpu}, lower, run_check=_run_check),
+    OpDef(DROPOUT_GRAD_SCHEMA, DropoutGrad, {"cpu": _grad_cpu}),
 )

@@ -184,7 +184,7 @@ class SoftmaxDropoutGrad(ReferenceOp):
 
 
 OPS = (
-    OpDef(MATMUL_DROPOUT_SCHEMA, _matmul_cpu, MatMulDropout),
-    OpDef(SOFTMAX_DROPOUT_SCHEMA, _softmax_cpu, SoftmaxDropout),
-    OpDef(SOFTMAX_DROPOUT_GRAD_SCHEMA, _softmax_grad_cpu, SoftmaxDropoutGrad),
+    OpDef(MATMUL_DROPOUT_SCHEMA, MatMulDropout, {"cpu": _matmul_cpu}),
+    OpDef(SOFTMAX_DROPOUT_SCHEMA, SoftmaxDropout, {"cpu": _softmax_cpu}),
+    OpDef(SOFTMAX_DROPOUT_GRAD_SCHEMA, SoftmaxDropoutGrad, {"cpu": _softmax_grad_cpu}),
 )

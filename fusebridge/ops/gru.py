@@ -18,10 +18,11 @@ import onnx_ir as ir
 from fusebridge import kernels
 from fusebridge.errors import ArgumentError, ModelFormatError, UnsupportedOpError
 from fusebridge.graph.builder import constant_input
+from fusebridge.graph.checks import describe
 from fusebridge.kernels import gru as gru_kernel
 from fusebridge.kernels import reference
 from fusebridge.kernels.sequence_layout import as_offsets, as_seq_lens
-from fusebridge.ops.common import OpDef, ReferenceOp, Run, where
+from fusebridge.ops.common import OpDef, PlacementCost, Recurrence, ReferenceOp, Run
 from fusebridge.ops.schema import Attribute, OpSchema
 
 ACTIVATIONS: tuple[str, ...] = tuple(gru_kernel.ACTIVATIONS)
@@ -216,7 +217,7 @@ def check_inputs(node: ir.Node) -> None:
     3*OC], B and B_h [D, 3*OC], D = 2 for bidirectional and 1 otherwise (with one direction D
     may be left out, as the kernels allow), OC and IC >= 1. ModelFormatError naming the node
     and the input; computed weights are checked by the kernels when they run."""
-    at = where(node)
+    at = describe(node)
     schema = GRU_SCHEMA if node.op_type == "GRU" else FUSION_GRU_SCHEMA
     attrs = schema.attribute_values(node)
     given = {n.rstrip("?"): v for n, v in zip(schema.inputs, node.inputs) if v is not None}
@@ -253,7 +254,7 @@ def check_inputs(node: ir.Node) -> None:
 
 def _constant(node: ir.Node, value: ir.Value | None, what: str) -> np.ndarray | None:
     why = "the portable export needs it as a constant (it converts it to ONNX GRU's layout)"
-    return constant_input(value, f"{where(node)}: {what}", why)
+    return constant_input(value, f"{describe(node)}: {what}", why)
 
 
 def lower(op, node: ir.Node) -> list[ir.Value]:
@@ -265,7 +266,7 @@ def lower(op, node: ir.Node) -> list[ir.Value]:
     check_inputs(node)
     if attrs.layout == "lod":
         raise UnsupportedOpError(
-            f"{where(node)}: layout lod has no ONNX GRU form; the portable export pads it first"
+            f"{describe(node)}: layout lod has no ONNX GRU form; the portable export pads it first"
         )
     n_in = len(GRU_SCHEMA.inputs if node.op_type == "GRU" else FUSION_GRU_SCHEMA.inputs)
     padded = list(node.inputs) + [None] * (n_in - len(node.inputs))
@@ -286,7 +287,7 @@ def lower(op, node: ir.Node) -> list[ir.Value]:
     if attrs.origin_mode == 0:
         if attrs.gate_activation != "sigmoid":
             raise UnsupportedOpError(
-                f"{where(node)}: origin_mode 0 with gate_activation {attrs.gate_activation} "
+                f"{describe(node)}: origin_mode 0 with gate_activation {attrs.gate_activation} "
                 "cannot be written as ONNX GRU, which computes h = (1 - z) * h~ + z * h_prev; "
                 "only a sigmoid gate turns into that by negating its weights "
                 "(sigmoid(-a) = 1 - sigmoid(a))"
@@ -325,7 +326,59 @@ def lower(op, node: ir.Node) -> list[ir.Value]:
     return [y, y_h][: len(node.outputs)]
 
 
-OPS = (
-    OpDef(GRU_SCHEMA, _cpu, GRU, lower, check_inputs),
-    OpDef(FUSION_GRU_SCHEMA, _cpu, FusionGRU, lower, check_inputs),
+@dataclasses.dataclass(frozen=True)
+class GRUCosts:
+    """Microseconds. A GRU's time on an engine: fixed + step * D * T + mac * D * rows *
+    3H(I + H) / 1e6, where rows is sum(lengths) on our kernel (it skips the padding) and N * T
+    in ONNX Runtime (its GRU runs every padded step), where the GRU has no fixed part: an ONNX
+    Runtime run's own cost is shared by the partition's nodes (the placement's
+    PARTITION_CALL_US)."""
+
+    kernel_fixed: float
+    kernel_step: float
+    kernel_mac: float
+    ort_step: float
+    ort_mac: float
+
+
+# python -m benchmarks.placement_costs --threads 2 (prints the lines below), on a quiet 2-core
+# AMD EPYC VM (AVX-512), 2 threads.
+GRU_COSTS = GRUCosts(
+    kernel_fixed=5.87,
+    kernel_step=0.078,
+    kernel_mac=6.406,
+    ort_step=0.265,
+    ort_mac=8.757,
 )
+
+
+def _sizes(node: ir.Node) -> dict[str, int]:
+    """I (input size), H (hidden) and D (directions) from the node's constant weights (the
+    placement's candidates have them: their lowering took them as constants)."""
+    d = GRU_OP if node.op_type == GRU_SCHEMA.op_type else FUSION_GRU
+    hidden = int(d.input(node, "Wh").const_value.shape[-2])
+    wx = d.inputs(node).get("Wx")
+    size = int(wx.const_value.shape[-2]) if wx is not None else 3 * hidden
+    return {"I": size, "H": hidden, "D": d.schema.parse(node).directions}
+
+
+def gru_us(sizes: dict[str, int], steps: int, batch: int, filled: int, on_kernel: bool) -> float:
+    """The estimated time of one GRU run; filled = sum of the sequence lengths (N * T when none
+    are fed)."""
+    c, i, h, d = GRU_COSTS, sizes["I"], sizes["H"], sizes["D"]
+    rows = filled if on_kernel else batch * steps
+    work = d * rows * 3 * h * (i + h) / 1e6
+    if on_kernel:
+        return c.kernel_fixed + c.kernel_step * d * steps + c.kernel_mac * work
+    return c.ort_step * d * steps + c.ort_mac * work
+
+
+_TRAITS = {
+    "lower": lower,
+    "check": check_inputs,
+    "recurrence": Recurrence(),
+    "cost": PlacementCost(_sizes, gru_us),
+}
+GRU_OP = OpDef(GRU_SCHEMA, GRU, {"cpu": _cpu}, **_TRAITS)
+FUSION_GRU = OpDef(FUSION_GRU_SCHEMA, FusionGRU, {"cpu": _cpu}, **_TRAITS)
+OPS = (GRU_OP, FUSION_GRU)

@@ -168,7 +168,6 @@ def _lower_to_lod(op, node: ir.Node) -> list[ir.Value]:
     return [padded_to_lod(op, node.inputs[0], node.inputs[1], layout)]
 
 
-OPS = (
-    OpDef(LOD_TO_PADDED_SCHEMA, _to_padded_cpu, LoDToPadded, _lower_to_padded),
-    OpDef(PADDED_TO_LOD_SCHEMA, _to_lod_cpu, PaddedToLoD, _lower_to_lod),
-)
+LOD_TO_PADDED = OpDef(LOD_TO_PADDED_SCHEMA, LoDToPadded, {"cpu": _to_padded_cpu}, _lower_to_padded)
+PADDED_TO_LOD = OpDef(PADDED_TO_LOD_SCHEMA, PaddedToLoD, {"cpu": _to_lod_cpu}, _lower_to_lod)
+OPS = (LOD_TO_PADDED, PADDED_TO_LOD)

@@ -12,7 +12,7 @@ import onnx_ir as ir
 from fusebridge import conventions, ops
 from fusebridge.errors import UnsupportedOpError
 from fusebridge.graph.builder import OpBuilder, replace_node
-from fusebridge.ops.common import where
+from fusebridge.graph.checks import describe
 
 
 def lower_to_standard(
@@ -30,7 +30,7 @@ def lower_to_standard(
             continue
         lower = ops.op(node.op_type).lower
         if lower is None:
-            raise UnsupportedOpError(f"{where(node)}: no standard ONNX form")
+            raise UnsupportedOpError(f"{describe(node)}: no standard ONNX form")
         op = OpBuilder(node.name or node.outputs[0].name or node.op_type, taken, opset)
         replace_node(graph, node, op, lower(op, node))
         counts[node.op_type] = counts.get(node.op_type, 0) + 1

@@ -13,6 +13,7 @@ import onnx_ir as ir
 
 from fusebridge.conventions import DOMAIN, DOMAIN_VERSION, OFFSETS_SUFFIX
 from fusebridge.errors import ArgumentError
+from fusebridge.graph.checks import describe
 from fusebridge.kernels.arguments import is_probability
 
 # A value check: (value, rank of the node's first input or None) -> why it is refused, or None.
@@ -63,7 +64,7 @@ class OpSchema:
 
     def attribute_values(self, node: ir.Node) -> dict[str, object]:
         """The node's attributes with defaults filled in, checked against the schema."""
-        where = f"{DOMAIN}.{self.op_type} node {node.name!r}"
+        where = describe(node)
         known = {a.name: a for a in self.attributes}
         unknown = sorted(set(node.attributes) - set(known))
         if unknown:
@@ -101,7 +102,7 @@ class OpSchema:
         return self.attributes_type(**self.attribute_values(node))
 
     def check_arity(self, node: ir.Node) -> None:
-        where = f"{DOMAIN}.{self.op_type} node {node.name!r}"
+        where = describe(node)
         inputs = list(node.inputs)
         if not self.required_inputs <= len(inputs) <= len(self.inputs):
             raise ArgumentError(

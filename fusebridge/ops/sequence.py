@@ -185,6 +185,6 @@ def _lower_lengths(op, node: ir.Node) -> list[ir.Value]:
 
 
 OPS = (
-    OpDef(SEQUENCE_POOL_SCHEMA, _pool_cpu, SequencePool, _lower_pool),
-    OpDef(SEQUENCE_LENGTHS_SCHEMA, _lengths_cpu, SequenceLengths, _lower_lengths),
+    OpDef(SEQUENCE_POOL_SCHEMA, SequencePool, {"cpu": _pool_cpu}, _lower_pool),
+    OpDef(SEQUENCE_LENGTHS_SCHEMA, SequenceLengths, {"cpu": _lengths_cpu}, _lower_lengths),
 )

@@ -18,14 +18,9 @@ nothing before a GRU) still reaches the op in the first session."""
 from __future__ import annotations
 
 import onnx
-import onnx_ir as ir
 from onnx import TensorProto, helper
 
-RECURRENT_OPS = ("GRU", "LSTM", "RNN")
-
-
-def is_recurrence(node: ir.Node | onnx.NodeProto) -> bool:
-    return node.domain in ("", "ai.onnx") and node.op_type in RECURRENT_OPS
+from fusebridge.ops.standard import is_empty_unsafe
 
 
 def guard_recurrences(model: onnx.ModelProto, elem_types: dict[str, int]) -> onnx.ModelProto:
@@ -35,7 +30,7 @@ def guard_recurrences(model: onnx.ModelProto, elem_types: dict[str, int]) -> onn
     guarded.CopyFrom(model)
     nodes = []
     for k, node in enumerate(guarded.graph.node):
-        if is_recurrence(node):
+        if is_empty_unsafe(node):
             nodes += _guarded(node, f"fusebridge_empty_{k}", elem_types.get(node.input[0]))
         else:
             nodes.append(node)

@@ -12,7 +12,8 @@ import onnxruntime as ort
 from fusebridge import conventions, kernels
 from fusebridge.errors import ArgumentError, ExecutionError
 from fusebridge.graph.checks import describe
-from fusebridge.runtime.empty_inputs import guard_recurrences, is_recurrence
+from fusebridge.ops.standard import is_empty_unsafe
+from fusebridge.runtime.empty_inputs import guard_recurrences
 from fusebridge.runtime.partition_work import multiply_adds, work_terms
 from fusebridge.runtime.rank_checks import Checks
 from fusebridge.runtime.schedule import captured, ort_opsets
@@ -201,7 +202,7 @@ def onnx_step(
     # made at the first run that needs them
     runners = [ort_runner(sess), None, None]
     # The element type of each recurrent op's X, for the zeros the guard makes
-    recurrent = {n.inputs[0].name: n.inputs[0].dtype for n in group if is_recurrence(n)}
+    recurrent = {n.inputs[0].name: n.inputs[0].dtype for n in group if is_empty_unsafe(n)}
     checked: set[tuple] = set()  # the signatures of input ranks whose values were checked
     probed = [v.name for v in outputs + probes if v.name in checks]
     with_probes = out_names + [v.name for v in probes]

@@ -16,15 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import onnx_ir as ir
 
-# Ops whose output has as many elements as their first input (given a constant other operand).
-_KEEP_COUNT = {
-    "Abs", "Add", "Cast", "Div", "Dropout", "Elu", "Erf", "Exp", "Flatten", "Gelu", "Identity",
-    "LeakyRelu", "Log", "Mul", "Neg", "Relu", "Reshape", "Sigmoid", "Softmax", "Sqrt", "Squeeze",
-    "Sub", "Tanh", "Transpose", "Unsqueeze",
-}  # fmt: skip
-_MATMUL = {"MatMul", "FusedMatMul"}
-_GEMM = {"Gemm", "FusedGemm"}
-_CONV = {"Conv", "FusedConv"}
+from fusebridge.ops import standard
 
 Count = Callable[[Sequence[np.ndarray | None]], int]  # elements of a value, from the inputs
 Term = tuple[Count, float]  # (elements of a counted node's data input, multiply-adds per element)
@@ -51,12 +43,11 @@ def work_terms(
             node = v.producer()
             if node is None or node not in members:
                 return None
-            if node.op_type == "Gather" and len(node.inputs) == 2:
+            if standard.is_gather(node):
                 return _gathered(node, position, count)
-            if node.op_type not in _KEEP_COUNT:
+            if node.op_type not in standard.KEEP_COUNT:
                 return None
-            shaping = node.op_type in ("Reshape", "Squeeze", "Unsqueeze")  # 2nd input: axes, shape
-            others = () if shaping else node.inputs[1:]
+            others = () if node.op_type in standard.SHAPING else node.inputs[1:]
             if any(o is not None and weight(o) is None for o in others):
                 return None  # a second data input: the count may change by broadcasting
             v = node.inputs[0] if node.inputs else None
@@ -67,7 +58,7 @@ def work_terms(
 
     terms = []
     for node in group:
-        data, factor = _data_and_factor(node, weight)
+        data, factor = standard.data_and_factor(node, weight)
         sized = count(data) if factor else None
         if sized is not None:
             terms.append((sized, factor))
@@ -90,32 +81,6 @@ def _gathered(node: ir.Node, position: Mapping[str, int], count) -> Count | None
         return x.size // x.shape[axis] * rows(xs)
 
     return sized
-
-
-def _data_and_factor(node: ir.Node, weight) -> tuple[ir.Value | None, float]:
-    ins = list(node.inputs)
-    if len(ins) < 2 or node.domain not in ("", "ai.onnx", "com.microsoft"):
-        return None, 0.0
-    if node.op_type in _MATMUL:
-        b = weight(ins[1])
-        if b is not None and b.ndim >= 1:
-            return ins[0], float(b.shape[-1])
-        a = weight(ins[0])
-        if a is not None and a.ndim >= 2:
-            return ins[1], float(a.shape[-2])
-    elif node.op_type in _GEMM:
-        b = weight(ins[1])
-        if b is not None and b.ndim == 2:
-            trans = node.attributes.get_int("transB", 0)
-            return ins[0], float(b.shape[0] if trans else b.shape[1])
-    elif node.op_type in _CONV:
-        w = weight(ins[1])
-        if w is not None and w.ndim >= 3:
-            group = max(1, node.attributes.get_int("group", 1))
-            strides = node.attributes.get_ints("strides", None) or [1]
-            kernel = float(np.prod(w.shape[2:]))
-            return ins[0], w.shape[0] * kernel / (group * float(np.prod(strides)))
-    return None, 0.0
 
 
 def multiply_adds(terms: Sequence[Term], arrays: Sequence[np.ndarray | None]) -> float:

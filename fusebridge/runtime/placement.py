@@ -5,14 +5,15 @@ what each extra ONNX Runtime partition costs (one more `run` call, the arrays cr
 Python and back, ORT's threads waking). The decision reads shapes, lengths and the model only,
 never a clock or the thread count, so a run's placement is reproducible.
 
-The candidates are the GRU and FusionGRU nodes of the main graph with a padded layout (tnc,
-ntc), whose lowering (ONNX GRU) succeeds. Every other fusebridge node stays on our kernel: the
+The candidates are the nodes of the main graph whose op has a recurrence, a placement cost and
+a lowering (OpDef: today GRU and FusionGRU), with a padded layout (tnc, ntc), whose lowering
+succeeds. Every other fusebridge node stays on our kernel: the
 LoD ops and layout lod have no cheap standard form, dropouts draw our Philox streams, which ONNX
 Runtime would not reproduce, and nodes inside If/Loop bodies run where their control step does.
 
 A candidate's steps T and batch N come from its input X's declared dims: a static size, or a
 symbol that some graph input declares (its size in this run); an unknown dim (shape inference
-named it unk__k) takes the same dim of the nearest GRU candidate upstream (stacked GRUs keep T
+named it unk__k) takes the same dim of the nearest candidate upstream (stacked recurrences keep T
 and N); failing that, a candidate fed lengths takes N from their count and T from their maximum,
 and one without counts each as 1 (DEFAULT_DIM): the smallest run, where one ONNX Runtime session
 wins, so a node whose shape cannot be seen is left to ONNX Runtime."""
@@ -31,35 +32,12 @@ from fusebridge.graph.builder import OpBuilder
 from fusebridge.graph.checks import describe, feed_behind
 from fusebridge.runtime.schedule import kind, schedule
 
-
-@dataclasses.dataclass(frozen=True)
-class Costs:
-    """Microseconds. A GRU's time on an engine: fixed + step * D * T + mac * D * rows *
-    3H(I + H) / 1e6, where rows is sum(lengths) on our kernel (it skips the padding) and N * T
-    in ONNX Runtime (its GRU runs every padded step), where the GRU has no fixed part: an
-    ONNX Runtime run's own cost is shared by the partition's nodes, and counted by `call`, one
-    more ONNX Runtime partition."""
-
-    kernel_fixed: float
-    kernel_step: float
-    kernel_mac: float
-    ort_step: float
-    ort_mac: float
-    call: float
-
-
-# python -m benchmarks.placement_costs --threads 2 (prints the lines below), on a quiet 2-core
-# AMD EPYC VM (AVX-512), 2 threads.
-COSTS = Costs(
-    kernel_fixed=5.87,
-    kernel_step=0.078,
-    kernel_mac=6.406,
-    ort_step=0.265,
-    ort_mac=8.757,
-    call=1.08,
-)
+# One more ONNX Runtime partition in a run, microseconds: its `run` call, the arrays crossing
+# into Python and back, its threads waking. python -m benchmarks.placement_costs --threads 2
+# (prints it with the GRU's constants, ops/gru.py GRU_COSTS), on a quiet 2-core AMD EPYC VM
+# (AVX-512), 2 threads.
+PARTITION_CALL_US = 1.08
 DEFAULT_DIM = 1
-_GRU_OPS = ("GRU", "FusionGRU")
 _LENGTHS_THROUGH = ("Identity", "Cast", "TopK")
 
 # A dim's source: a static size, a graph input's symbol, ("feed", name, axis), ("from", the
@@ -73,9 +51,7 @@ class Candidate:
     index: int  # its position in the graph's node list (the same in every copy of the graph)
     steps: Source
     batch: Source
-    input_size: int
-    hidden: int
-    directions: int
+    sizes: dict[str, int]  # what its op's cost reads (OpDef.cost.sizes)
     lengths_feed: str | None  # the feed that reaches its seq_lens through Identity/Cast
 
 
@@ -122,17 +98,6 @@ class Decision:
         return f"{line}: {self.reason}"
 
 
-def gru_us(on_kernel: bool, steps: int, batch: int, filled: int, i: int, h: int, d: int) -> float:
-    """The estimated time of one GRU run; filled = sum of the sequence lengths (N * T when none
-    are fed)."""
-    c = COSTS
-    rows = filled if on_kernel else batch * steps
-    work = d * rows * 3 * h * (i + h) / 1e6
-    if on_kernel:
-        return c.kernel_fixed + c.kernel_step * d * steps + c.kernel_mac * work
-    return c.ort_step * d * steps + c.ort_mac * work
-
-
 class Placement:
     """The candidates of one graph (the Session's, after shape inference) and the placement of
     a run: a tuple of bools, True where a candidate runs on our kernel."""
@@ -171,15 +136,11 @@ class Placement:
     def _candidate(
         self, node: ir.Node, index: int, symbols: set[str], feeds: Mapping[str, ir.Value]
     ) -> Candidate:
-        attrs = ops.schema(node.op_type).parse(node)
+        d = ops.op(node.op_type)
         x = node.inputs[0]
-        axes = (0, 1) if attrs.layout == "tnc" else (1, 0)
-        wh = node.inputs[3 if node.op_type == "FusionGRU" else 2].const_value
-        hidden = int(wh.shape[-2])
-        wx = node.inputs[2].const_value if node.op_type == "FusionGRU" else None
-        input_size = int(wx.shape[-2]) if wx is not None else 3 * hidden
+        axes = (0, 1) if _layout(node) == "tnc" else (1, 0)
         sources = [self._source(x, axis, symbols, feeds) for axis in axes]
-        lengths = node.inputs[1] if len(node.inputs) > 1 else None
+        lengths = d.input(node, d.recurrence.lengths)
         # TopK's values: torch's pack_padded_sequence sorts the lengths; the cost reads only
         # their sum and maximum.
         fed = None if lengths is None else feed_behind(lengths, feeds, _LENGTHS_THROUGH)
@@ -188,9 +149,7 @@ class Placement:
             index,
             sources[0],
             sources[1],
-            input_size,
-            hidden,
-            attrs.directions,
+            d.cost.sizes(node),
             None if fed is None else fed[0],
         )
 
@@ -295,13 +254,12 @@ class Placement:
 
     def total(self, shapes: list[RunShape], placement: tuple[bool, ...]) -> float:
         run = sum(self.node_us(c, s, k) for c, s, k in zip(self.candidates, shapes, placement))
-        return run + COSTS.call * self.partitions(placement)
+        return run + PARTITION_CALL_US * self.partitions(placement)
 
     @staticmethod
     def node_us(c: Candidate, shape: RunShape, on_kernel: bool) -> float:
-        return gru_us(
-            on_kernel, shape.steps, shape.batch, shape.filled, c.input_size, c.hidden, c.directions
-        )
+        cost = ops.op(c.node.op_type).cost
+        return cost.us(c.sizes, shape.steps, shape.batch, shape.filled, on_kernel)
 
     def partitions(self, placement: tuple[bool, ...]) -> int:
         """How many ONNX Runtime sessions a run of this placement calls (cached: it depends on
@@ -332,10 +290,12 @@ class Placement:
             on = placement[k]
             flipped = placement[:k] + (not on,) + placement[k + 1 :]
             as_kernel, as_ort = (placement, flipped) if on else (flipped, placement)
-            cut = COSTS.call * (self.partitions(as_kernel) - self.partitions(as_ort))
+            cut = PARTITION_CALL_US * (self.partitions(as_kernel) - self.partitions(as_ort))
             kernel_us, ort_us = self.node_us(c, shape, True), self.node_us(c, shape, False)
             text = f"T={shape.steps} N={shape.batch} filled {shape.filled}/"
-            text += f"{shape.steps * shape.batch} I={c.input_size} H={c.hidden} D={c.directions}"
+            text += f"{shape.steps * shape.batch} " + " ".join(
+                f"{k}={v}" for k, v in c.sizes.items()
+            )
             if shape.from_lengths:
                 text += ", T and N from the lengths fed (the shapes do not give them)"
             elif not shape.resolved:
@@ -354,20 +314,24 @@ class Placement:
         return out
 
 
+def _layout(node: ir.Node) -> str:
+    d = ops.op(node.op_type)
+    return d.schema.attribute_values(node)[d.recurrence.layout]
+
+
 def _fed(source: Source) -> bool:
     return isinstance(source, tuple) and source[0] == "feed"
 
 
 def _refusal(node: ir.Node) -> str:
     """Why `node` always runs on our kernel; '' for a candidate."""
-    if ops.op(node.op_type).lower is None:
+    d = ops.op(node.op_type)
+    if d.lower is None:
         return "no standard ONNX form"
-    if node.op_type not in _GRU_OPS:
+    if d.cost is None or d.recurrence is None:
         return "no cost model for this op (it stays where the model's passes put it)"
-
-    attrs = ops.schema(node.op_type).parse(node)
-    if attrs.layout == "lod":
-        return "layout lod: its standard form pads and unpads around ONNX GRU"
+    if _layout(node) == "lod":
+        return "layout lod: its standard form pads and unpads around the recurrence"
     probe = OpBuilder("probe")  # a scratch builder: nothing enters the graph
     try:
         ops.op(node.op_type).lower(probe, node)

@@ -18,38 +18,28 @@ import onnx_ir as ir
 
 from fusebridge import conventions, ops
 from fusebridge.graph.builder import model_opset
-from fusebridge.graph.checks import describe
-from fusebridge.ops.dropout import check_axes_fit
 from fusebridge.ops.lowering import lower_to_standard
 
-# value name -> check(the value's array): raises ModelFormatError naming the dropout
+# value name -> check(the value's array): raises ModelFormatError naming the node
 Checks = dict[str, Callable[[np.ndarray], None]]
 
 
-def _unranked_dropout(node: ir.Node) -> bool:
-    if not conventions.is_fusebridge(node) or node.op_type != "Dropout":
-        return False
-    attrs = ops.schema("Dropout").parse(node)
-    return bool(attrs.is_test and attrs.axes) and node.inputs[0].shape is None
+def _deferred(node: ir.Node) -> Callable[[np.ndarray], None] | None:
+    """The node's check at run (OpDef.run_check), None where it needs none."""
+    if not conventions.is_fusebridge(node):
+        return None
+    run_check = ops.op(node.op_type).run_check
+    return None if run_check is None else run_check(node)
 
 
-def _check(node: ir.Node, axes: tuple[int, ...]) -> Callable[[np.ndarray], None]:
-    where = f"Session: {describe(node)}: "
-    return lambda x: check_axes_fit(axes, x, where)
-
-
-def defer_axes_checks(model: ir.Model) -> tuple[ir.Model, Checks]:
-    """`model` (a copy, where it changes) with every inference dropout of unknown input rank in
-    its main graph lowered to its standard form, and the checks of their axes by the name of
-    their input. (One inside an If or Loop body stays a step, which checks its axes itself.)"""
-    if not any(_unranked_dropout(n) for n in model.graph):
+def defer_run_checks(model: ir.Model) -> tuple[ir.Model, Checks]:
+    """`model` (a copy, where it changes) with every node of its main graph that needs a check
+    at run (today: an inference dropout of unknown input rank) lowered to its standard form,
+    and those checks by the name of the node's first input. (One inside an If or Loop body
+    stays a step, which checks itself.)"""
+    if not any(_deferred(n) for n in model.graph):
         return model, {}
-
     model = ir.from_proto(ir.to_proto(model))
-    checks = {
-        n.inputs[0].name: _check(n, ops.schema("Dropout").parse(n).axes)
-        for n in model.graph
-        if _unranked_dropout(n)
-    }
-    lower_to_standard(model.graph, model_opset(model), _unranked_dropout)
+    checks = {n.inputs[0].name: check for n in model.graph if (check := _deferred(n))}
+    lower_to_standard(model.graph, model_opset(model), lambda n: _deferred(n) is not None)
     return model, checks

@@ -39,7 +39,7 @@ from fusebridge.runtime.feeds import Dims, FeedSpec, as_feed, check_lengths, che
 from fusebridge.runtime.onnx_partition import ort_runner
 from fusebridge.runtime.placement import Decision, Placement
 from fusebridge.runtime.program import Program
-from fusebridge.runtime.rank_checks import defer_axes_checks
+from fusebridge.runtime.rank_checks import defer_run_checks
 from fusebridge.runtime.step import Step
 
 Feeds = Mapping[str, np.ndarray | LoDTensor]
@@ -153,7 +153,7 @@ class Session:
             model = ir.from_proto(ir.to_proto(model))
             InferTypes()(model)
             graph = model.graph
-        model, self._axes_checks = defer_axes_checks(model)
+        model, self._axes_checks = defer_run_checks(model)
         graph = model.graph
         # The inputs of this graph (a copy after inference): feed_behind matches by identity.
         feeds = {v.name: v for v in graph.inputs if v.name in self._graph_inputs}
@@ -203,17 +203,20 @@ class Session:
         return found
 
     def _lengths_of_kernels(self, graph: ir.Graph) -> dict[str, str]:
-        """feed name -> the GRU node that takes it (through Identity or Cast) as seq_lens."""
+        """feed name -> the recurrence node (OpDef.recurrence) of a padded layout that takes it
+        (through Identity or Cast) as its lengths."""
         found: dict[str, str] = {}
         for node in ir.traversal.RecursiveGraphIterator(graph):
-            if node.domain != conventions.DOMAIN or node.op_type not in ("GRU", "FusionGRU"):
+            if not conventions.is_fusebridge(node) or node.op_type not in ops.REGISTRY:
                 continue
-            layout = node.attributes.get("layout")
-            if layout is None or layout.value == "lod" or len(node.inputs) < 2:
+            d = ops.op(node.op_type)
+            if d.recurrence is None:
                 continue
-            fed = (
-                None if node.inputs[1] is None else feed_behind(node.inputs[1], self._graph_inputs)
-            )
+            layout = d.schema.attribute_values(node)[d.recurrence.layout]
+            lengths = d.input(node, d.recurrence.lengths)
+            if layout == "lod" or lengths is None:
+                continue
+            fed = feed_behind(lengths, self._graph_inputs)
             if fed is not None:
                 cast = " (cast to int64)" if "Cast" in fed[1] else ""
                 found.setdefault(fed[0], describe(node) + cast)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import conventions
+from fusebridge import conventions, ops
 from fusebridge.errors import UnsupportedOpError
 
 # Constants up to this many elements are written into the program (assign_value); larger ones
@@ -35,11 +35,6 @@ def _mapper(*op_types: str, domain: str = "") -> Callable[[Mapper], Mapper]:
         return fn
 
     return register
-
-
-def _attr(node: ir.Node, name: str, default: object) -> object:
-    a = node.attributes.get(name)
-    return default if a is None else a.value
 
 
 _BINARY = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide"}
@@ -80,12 +75,15 @@ def _gather(paddle, node, inputs):
 
 @_mapper("Softmax")
 def _softmax(paddle, node, inputs):
-    return [paddle.nn.functional.softmax(inputs[0], axis=_attr(node, "axis", -1))]
+    return [paddle.nn.functional.softmax(inputs[0], axis=ops.attribute(node, "axis"))]
 
 
 @_mapper("Transpose")
 def _transpose(paddle, node, inputs):
-    return [paddle.transpose(inputs[0], list(_attr(node, "perm", [])))]
+    perm = ops.attribute(node, "perm")  # ONNX's default: the axes reversed
+    return [
+        paddle.transpose(inputs[0], list(range(inputs[0].ndim))[::-1] if perm is None else perm)
+    ]
 
 
 @_mapper("Reshape")
@@ -99,14 +97,14 @@ def _layer_norm(paddle, node, inputs):
     x, scale, bias = (inputs + [None, None])[:3]
     dims = list(node.inputs[1].const_value.shape)
     rank = len(x.shape)  # Paddle knows every rank when it builds the program
-    if _attr(node, "axis", -1) % rank != rank - len(dims):
+    if ops.attribute(node, "axis") % rank != rank - len(dims):
         # Nothing is saved: the files are written after the whole program is built.
         raise UnsupportedOpError(
             f"save_paddle: LayerNormalization {node.name!r} normalizes from axis "
-            f"{_attr(node, 'axis', -1)} of a rank {rank} input but its scale has "
+            f"{ops.attribute(node, 'axis')} of a rank {rank} input but its scale has "
             f"{len(dims)} dims; Paddle's layer_norm normalizes the scale's (the last) dims"
         )
-    eps = float(_attr(node, "epsilon", 1e-5))
+    eps = float(ops.attribute(node, "epsilon"))
     return [paddle.nn.functional.layer_norm(x, dims, weight=scale, bias=bias, epsilon=eps)]
 
 
@@ -118,16 +116,16 @@ def _fusion_gru(paddle, node, inputs):
     d, _, g3 = node.inputs[2].const_value.shape
     zeros = np.zeros((d, g3), np.float32)
     if lengths is None:  # every sentence as long as the padding: T for each of the N
-        layout = _attr(node, "layout", "tnc")
+        layout = ops.attribute(node, "layout")
         steps = paddle.ones_like(x[:, :, 0], dtype="int64")
         lengths = paddle.sum(steps, axis=1 if layout == "ntc" else 0)
     b = b if b is not None else paddle.assign(zeros)
     bh = bh if bh is not None else paddle.assign(zeros)
     y = register().fusebridge_fusion_gru(
-        x, lengths, wx, wh, b, bh, h0, _attr(node, "direction", "forward"),
-        _attr(node, "layout", "tnc"), bool(_attr(node, "linear_before_reset", 0)),
-        bool(_attr(node, "origin_mode", 1)), _attr(node, "activation", "tanh"),
-        _attr(node, "gate_activation", "sigmoid"),
+        x, lengths, wx, wh, b, bh, h0, ops.attribute(node, "direction"),
+        ops.attribute(node, "layout"), bool(ops.attribute(node, "linear_before_reset")),
+        bool(ops.attribute(node, "origin_mode")), ops.attribute(node, "activation"),
+        ops.attribute(node, "gate_activation"),
     )  # fmt: skip
     return [y]
 
@@ -141,16 +139,16 @@ def _check(node: ir.Node) -> str | None:
         return f"its output {used[0].name!r} is used (only the first output is written)"
     if node.op_type == "Gather":
         table = node.inputs[0]
-        if _attr(node, "axis", 0) != 0 or table.shape is None or len(table.shape) != 2:
+        if ops.attribute(node, "axis") != 0 or table.shape is None or len(table.shape) != 2:
             return "only a row lookup in a 2-D table (axis 0) is written"
     if node.op_type == "Reshape" and (
-        node.inputs[1].const_value is None or _attr(node, "allowzero", 0)
+        node.inputs[1].const_value is None or ops.attribute(node, "allowzero")
     ):
         return "the shape must be a constant (allowzero 0)"
     if node.op_type == "LayerNormalization" and node.inputs[1].const_value is None:
         return "the scale must be a constant"
     if node.op_type == "FusionGRU":
-        if _attr(node, "layout", "tnc") == "lod":
+        if ops.attribute(node, "layout") == "lod":
             return "a LoD GRU (Paddle's custom operators take padded input and lengths)"
         if any(v is not None and v.const_value is None for v in node.inputs[2:6]):
             return "its weights must be constants"
