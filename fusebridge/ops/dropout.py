@@ -88,7 +88,7 @@ def mask_or_seed(node: ir.Node, mask_slot: int) -> None:
     mask, seed = given(node, mask_slot), given(node, mask_slot + 1)
     if mask == seed:
         raise ArgumentError(
-            f"fusebridge.{node.op_type} {node.name!r}: give one of mask (kept by the forward) "
+            f"{describe(node)}: give one of mask (kept by the forward) "
             f"and seed (to recompute it), got {'both' if mask else 'neither'}"
         )
 
@@ -120,7 +120,7 @@ def _cpu(node: ir.Node, attrs: DropoutAttributes, constants: dict, reuse: bool) 
     if attrs.is_test:
         scale = attrs.inference_scale
         if len(node.outputs) > 1:
-            raise ArgumentError(f"fusebridge.Dropout {node.name!r}: is_test has no mask output")
+            raise ArgumentError(f"{describe(node)}: is_test has no mask output")
         # Axes were checked against the rank when it was known (schema.parse); where it was
         # not (an MXNet symbol declares no shapes), against each run's input.
         unchecked = attrs.axes if node.inputs[0].shape is None else ()

@@ -142,7 +142,7 @@ def kernel_call(
 def _cpu(node: ir.Node, attrs: GRUAttributes, constants: dict[int, np.ndarray], reuse: bool) -> Run:
     if node.op_type == "GRU" and attrs.direction == "bidirectional":
         raise ArgumentError(
-            f"fusebridge.GRU {node.name!r}: a projected input [words, 3*OC] serves one "
+            f"{describe(node)}: a projected input [words, 3*OC] serves one "
             "direction; use FusionGRU for bidirectional"
         )
     n_out = len(node.outputs)

@@ -98,6 +98,6 @@ def test_training_dropouts_import_next_to_their_producers(name):
             source = next(v.producer() for v in source.inputs if v.producer() is not None)
         producers.add(source.op_type)
     assert producers == ({"MatMul"} if name == "torch_dropout_train" else {"Softmax", "MatMul"})
-    with pytest.raises(fb.ArgumentError, match=f"Dropout '{dropouts[0].name}': training"):
+    with pytest.raises(fb.ArgumentError, match=f"Dropout node '{dropouts[0].name}': training"):
         fb.Session(model)
     assert dropouts[0].name.startswith("/")  # torch's own node name, kept
