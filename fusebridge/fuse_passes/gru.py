@@ -16,6 +16,7 @@ import onnx_ir as ir
 from fusebridge import conventions, ops
 from fusebridge.fuse_passes.rule import FusionRule
 from fusebridge.kernels import negate_update_gate
+from fusebridge.ops import recurrence
 from fusebridge.ops.gru import FUSION_GRU
 
 
@@ -282,13 +283,12 @@ class _ProjectionIntoFusionGRU(FusionRule):
     def rewrite(self, op, x, w, gru_out, b=None, **_):
         gru = gru_out.producer()
         inputs = _inputs(gru)
-        w1 = self.constant(w).astype(np.float32)
         wx = self.constant(inputs["Wx"])
-        wx = wx.reshape(-1, wx.shape[-2], wx.shape[-1]).astype(np.float32)
-        folded_wx = np.einsum("ki,dio->dko", w1, wx)
+        wx = wx.reshape(-1, wx.shape[-2], wx.shape[-1])
+        b1 = None if b is None else self.constant(b)
+        folded_wx, shift = recurrence.fold_projection(self.constant(w), b1, wx)
         bias = inputs["B"]
-        if b is not None:
-            shift = np.einsum("i,dio->do", self.constant(b).reshape(-1).astype(np.float32), wx)
+        if shift is not None:
             if bias is not None:
                 shift = shift + self.constant(bias).reshape(shift.shape)
             bias = self.new_initializer(op, shift, f"{gru_out.name}/bias")

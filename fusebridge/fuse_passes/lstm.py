@@ -12,6 +12,7 @@ import numpy as np
 
 from fusebridge import conventions
 from fusebridge.fuse_passes.rule import FusionRule
+from fusebridge.ops import recurrence
 
 _LSTM_INPUTS = ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P")
 
@@ -50,18 +51,18 @@ class _ProjectionIntoLSTM(FusionRule):
     def rewrite(self, op, x, w, offsets, padded, lstm_out, b=None, **_):
         lstm = lstm_out.producer()
         inputs = [*lstm.inputs, *[None] * (len(_LSTM_INPUTS) - len(lstm.inputs))]
-        w1 = self.constant(w).astype(np.float32)
-        wl = self.constant(inputs[1]).astype(np.float32)
+        wl = self.constant(inputs[1])
         d, gates, _ = wl.shape
+        b1 = None if b is None else self.constant(b)
+        folded, shift = recurrence.fold_projection(self.constant(w), b1, wl.transpose(0, 2, 1))
         bias = inputs[3]
-        if b is not None:
-            shift = np.einsum("dgi,i->dg", wl, self.constant(b).reshape(-1).astype(np.float32))
+        if shift is not None:
             whole = np.zeros((d, 2 * gates), np.float32)
             if bias is not None:
                 whole += self.constant(bias).reshape(d, 2 * gates)
             whole[:, :gates] += shift
             bias = self.new_initializer(op, whole, f"{lstm_out.name}/B")
-        folded = self.new_initializer(op, np.einsum("dgi,ki->dgk", wl, w1), f"{w.name}/W")
+        folded = self.new_initializer(op, folded.transpose(0, 2, 1), f"{w.name}/W")
         layout = padded.producer().attributes.get_string("layout", "tnc")
         new_padded = self.fusebridge_node(
             op, "LoDToPadded", [x, offsets], {"layout": layout}, fires=False

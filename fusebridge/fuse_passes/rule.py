@@ -14,6 +14,7 @@ from onnxscript.rewriter import pattern
 from onnxscript.rewriter._basics import MatchResult
 
 from fusebridge import conventions
+from fusebridge.ops import recurrence
 
 
 class FusionRule(pattern.RewriteRuleClassBase):
@@ -75,15 +76,10 @@ class FusionRule(pattern.RewriteRuleClassBase):
     ) -> str | None:  # fmt: skip
         """Why MatMul(x, w1) [+ b] cannot fold into a recurrence's input weights of
         `weights` = (directions, inputs, gate columns), or None. names: (the weight, the op)."""
-        d, ic, gates = weights
-        k = w1.shape[0]
-        if w1.shape[1] != ic:
-            return f"the projection gives {w1.shape[1]} columns, {names[0]} takes {ic}"
-        if k * d * gates > k * ic + d * ic * gates:
-            return (
-                f"folding would raise the projection from {k * ic + d * ic * gates} to "
-                f"{k * d * gates} multiply-adds per word ({k} inputs, {ic} {names[1]} inputs)"
-            )
+        reason = recurrence.projection_refusal(w1.shape, weights, names)
+        if reason:
+            return reason
+        ic = weights[1]
         reason = self.second_consumer(projected, "projection output")
         if fc_out is not None:
             reason = reason or self.second_consumer(fc_out, "projection output (after the bias)")

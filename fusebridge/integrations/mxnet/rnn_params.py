@@ -1,13 +1,15 @@
 """MXNet's RNN(mode='gru') parameter packing to the canonical GRU weights (docs/gru.md): gate
 order (update, reset, candidate), Wx [D, IC, 3*OC], Wh [D, OC, 3*OC] plain row-major, bias and
-bias_h [D, 3*OC]. Every result is a NEW array."""
+bias_h [D, 3*OC]. Every result is a NEW array. MXNet's blocks are read here; the reordering and
+the layouts are the recurrence toolkit's (ops/recurrence.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from fusebridge.errors import ArgumentError
-from fusebridge.kernels.arguments import as_float_array, as_int, new_array
+from fusebridge.kernels.arguments import as_float_array, as_int
+from fusebridge.ops.recurrence import GRU_RZN, LayerWeights
 
 
 def _positive(value: object, op: str, name: str) -> int:
@@ -47,26 +49,26 @@ def mxnet_rnn_params_to_canonical(
             f"{'bidirectional' if bidirectional else 'one direction'}, input_size {ic}, "
             f"hidden_size {h}, got shape {params.shape}"
         )
-    # Rows (r, z, n) -> columns (u = z, r, c = n).
-    gates = np.concatenate([np.arange(h, 2 * h), np.arange(h), np.arange(2 * h, 3 * h)])
+    return [layer.fusion_gru() for layer in mxnet_gru_layers(params, inputs, h, dirs, n_weights)]
 
-    def block(start: int, shape: tuple[int, ...]) -> np.ndarray:
-        return params[start : start + int(np.prod(shape))].reshape(shape)[gates]
 
-    result = []
+def mxnet_gru_layers(
+    params: np.ndarray, inputs: list[int], h: int, dirs: int, n_weights: int
+) -> list[LayerWeights]:
+    """The layers of a checked flat vector (inputs: each layer's input size; n_weights: where
+    the biases start) in the recurrence toolkit's canonical form."""
+
+    def take(start: int, shape: tuple[int, ...]) -> np.ndarray:
+        return params[start : start + int(np.prod(shape))].reshape(shape)
+
+    layers = []
     w_at, b_at = 0, n_weights  # where the next weight and the next bias start
     for i in inputs:
-        wx = new_array((dirs, i, 3 * h), params.dtype, op, "wx")
-        wh = new_array((dirs, h, 3 * h), params.dtype, op, "wh")
-        bias = new_array((dirs, 3 * h), params.dtype, op, "bias")
-        bias_h = new_array((dirs, 3 * h), params.dtype, op, "bias_h")
-        for d in range(dirs):
-            wx[d] = block(w_at, (3 * h, i)).T
-            w_at += 3 * h * i
-            wh[d] = block(w_at, (3 * h, h)).T
-            w_at += 3 * h * h
-            bias[d] = block(b_at, (3 * h,))
-            bias_h[d] = block(b_at + 3 * h, (3 * h,))
+        blocks = []
+        for _ in range(dirs):
+            w_ih, w_hh = take(w_at, (3 * h, i)), take(w_at + 3 * h * i, (3 * h, h))
+            w_at += 3 * h * (i + h)
+            blocks.append((w_ih, w_hh, take(b_at, (3 * h,)), take(b_at + 3 * h, (3 * h,))))
             b_at += 6 * h
-        result.append((wx, wh, bias, bias_h))
-    return result
+        layers.append(LayerWeights.from_blocks(blocks, GRU_RZN))
+    return layers
