@@ -175,7 +175,7 @@ class SymbolConverter(GraphBuilder):
 
     # -- the graph ----------------------------------------------------------------------------
     def convert(self) -> ir.Model:
-        from fusebridge.integrations.mxnet.op_converters import CONVERTERS
+        from fusebridge.integrations.mxnet.converters.common import CONVERTERS
 
         names: dict[str, str] = {}  # unsupported op type -> a node that uses it
         for n in self.symbol.nodes:

@@ -19,16 +19,8 @@ import onnx_ir as ir
 from fusebridge import conventions
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.graph_builder import GraphBuilder
-
-# Imported for the converters they register.
-from fusebridge.integrations.paddle import (  # noqa: F401
-    activation_converters,
-    grad_converters,
-    lstm_converter,
-    rnn_converters,
-    tensor_converters,
-)
-from fusebridge.integrations.paddle.op_converters import CONVERTERS, KEEPS_LOD, _one, read_attr
+from fusebridge.integrations.paddle.converters import CONVERTERS, KEEPS_LOD
+from fusebridge.integrations.paddle.converters.common import _one, read_attr
 from fusebridge.integrations.paddle.params import read_paddle_model
 from fusebridge.integrations.paddle.program_desc import BlockDesc, OpDesc, ProgramDesc
 

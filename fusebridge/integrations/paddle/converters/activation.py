@@ -12,7 +12,7 @@ from collections.abc import Callable
 import onnx_ir as ir
 
 from fusebridge.errors import UnsupportedOpError
-from fusebridge.integrations.paddle.op_converters import _attr, _one, _out, _scalar, converter
+from fusebridge.integrations.paddle.converters.common import _attr, _one, _out, _scalar, converter
 from fusebridge.integrations.paddle.program_desc import OpDesc
 
 # Paddle op -> the ONNX op of the same function, and its attributes from Paddle's:

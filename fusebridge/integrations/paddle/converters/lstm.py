@@ -20,9 +20,16 @@ import onnx_ir as ir
 
 from fusebridge.conventions import DOMAIN
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
-from fusebridge.integrations.paddle.op_converters import _attr, _choice, _one, _opt, _out, converter
+from fusebridge.integrations.paddle.converters.common import (
+    _attr,
+    _choice,
+    _one,
+    _opt,
+    _out,
+    converter,
+)
+from fusebridge.integrations.paddle.converters.rnn import reorder_gates
 from fusebridge.integrations.paddle.program_desc import OpDesc
-from fusebridge.integrations.paddle.rnn_converters import reorder_gates
 
 # Paddle's gate blocks (c, i, f, o) in ONNX's order (i, o, f, c).
 _ONNX_FROM_PADDLE = (1, 3, 2, 0)

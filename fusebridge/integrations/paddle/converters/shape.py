@@ -12,7 +12,7 @@ import numpy as np
 import onnx_ir as ir
 
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
-from fusebridge.integrations.paddle.op_converters import (
+from fusebridge.integrations.paddle.converters.common import (
     _PADDLE_DTYPES,
     _attr,
     _axis,

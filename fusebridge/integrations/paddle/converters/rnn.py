@@ -18,7 +18,7 @@ import onnx_ir as ir
 
 from fusebridge import conventions
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
-from fusebridge.integrations.paddle.op_converters import (
+from fusebridge.integrations.paddle.converters.common import (
     _attr,
     _choice,
     _names,
