@@ -496,7 +496,7 @@ def run(quick: bool = False, threads: int = 2) -> str:
             check_text, failed = check(peer, threads, workdir)
             overhead = peer.request({"op": "overhead"}).get("seconds")
             # Imported here: benchmarks.gru_builds runs this module's cases on other builds of
-            # fusebridge, which may predate fusebridge.progress.
+            # fusebridge, which may predate fusebridge.bench.progress.
             from fusebridge.bench.progress import Progress
 
             with Progress(len(cases), "gru") as progress:

@@ -63,7 +63,8 @@ def _derive(k: Key, data: np.ndarray) -> np.ndarray:
     return (words[:, 1] << np.uint64(32)) | words[:, 0]
 
 
-def _check_key(k: object, op: str) -> Key:
+def check_key(k: object, op: str) -> Key:
+    """k, checked to be a Key (ArgumentTypeError naming `op` otherwise)."""
     if not isinstance(k, Key):
         raise ArgumentTypeError(
             f"{op}: key must be a fusebridge.random.Key, got {type(k).__name__}"
@@ -74,7 +75,7 @@ def _check_key(k: object, op: str) -> Key:
 def fold_in(k: Key, data: int) -> Key:
     """A new key (s', 0) derived from k and the 64-bit pattern of data."""
     op = "fusebridge.random.fold_in"
-    k = _check_key(k, op)
+    k = check_key(k, op)
     d = as_u64(data, op, "data")
     return Key(int(_derive(k, np.array([d], np.uint64))[0]), 0)
 
@@ -82,7 +83,7 @@ def fold_in(k: Key, data: int) -> Key:
 def split(k: Key, n: int = 2) -> list[Key]:
     """[fold_in(k, 0), ..., fold_in(k, n - 1)], in one Philox call."""
     op = "fusebridge.random.split"
-    k = _check_key(k, op)
+    k = check_key(k, op)
     n = as_int(n, op, "n")
     if n < 0:
         raise ArgumentError(f"{op}: n must be >= 0, got {n}")

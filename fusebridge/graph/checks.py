@@ -21,9 +21,14 @@ from fusebridge.errors import ModelFormatError
 _PASS_THROUGH = ("Identity", "Cast")
 
 
+def qualified_op(node: ir.Node) -> str:
+    """An IR node's op type, with its domain when that is not ONNX's (`fusebridge.Dropout`)."""
+    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+
+
 def describe(node: ir.Node) -> str:
-    domain = f"{node.domain}." if node.domain not in ("", "ai.onnx") else ""
-    return f"{domain}{node.op_type} node {node.name!r}"
+    """How every message names an IR node: `GRU node 'g'`, `fusebridge.FusionGRU node 'g'`."""
+    return f"{qualified_op(node)} node {node.name!r}"
 
 
 def check_graph(graph: ir.Graph, who: str = "Session") -> None:

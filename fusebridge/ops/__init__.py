@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 import onnx_ir as ir
 
+from fusebridge import conventions
 from fusebridge.conventions import DOMAIN
 from fusebridge.errors import ArgumentError, ModelFormatError, UnsupportedOpError
 from fusebridge.graph.checks import describe
@@ -61,15 +62,18 @@ def node(
     return n
 
 
-def attribute(node: ir.Node, name: str) -> object:
+def attribute(node: ir.Node, name: str, opset: int = conventions.ONNX_OPSET) -> object:
     """The node's attribute `name`, or its op's default: the schema's for an op of ours, ONNX's
-    for a standard op (None where it has none). What writers and rules read attributes with."""
+    at standard opset `opset` for a standard op (None where it has none). What writers and
+    rules read attributes with."""
     attr = node.attributes.get(name)
     if attr is not None:
         return attr.value
     if node.domain == DOMAIN:
         return {a.name: a.default for a in schema(node.op_type).attributes}[name]
-    return standard.default(node.op_type, name)
+    if not standard.is_standard(node):
+        return None  # another domain's op (ONNX Runtime's): no schema here
+    return standard.default(node.op_type, name, opset)
 
 
 def check_node(node: ir.Node) -> None:

@@ -44,8 +44,13 @@ def is_gather(node: ir.Node) -> bool:
 
 def default(op_type: str, name: str, opset: int = conventions.ONNX_OPSET) -> object:
     """ONNX's default of attribute `name` of standard op `op_type` at `opset` (None where it
-    has none)."""
-    value = onnx.defs.get_schema(op_type, opset).attributes[name].default_value
+    has none, no such attribute at that opset, or ONNX has no such op)."""
+    if not onnx.defs.has(op_type):
+        return None
+    attributes = onnx.defs.get_schema(op_type, opset).attributes
+    if name not in attributes:
+        return None
+    value = attributes[name].default_value
     if value.type == onnx.AttributeProto.UNDEFINED:
         return None
     return onnx.helper.get_attribute_value(value)

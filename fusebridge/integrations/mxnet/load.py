@@ -1,8 +1,9 @@
 """MXNet symbol JSON + .params -> canonical onnx_ir model, read without mxnet.
 
 Variables with saved data become initializers, the others graph inputs (float32 unless their
-`__dtype__` says otherwise, as MXNet binds them). Each op node is converted by op_converters.py;
-node outputs are addressed as (node index, output index), as in the JSON."""
+`__dtype__` says otherwise, as MXNet binds them). Each op node is converted by its op type's
+converter (converters/); node outputs are addressed as (node index, output index), as in the
+JSON."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from fusebridge.errors import (
     UnsupportedOpError,
     in_model_file,
 )
+from fusebridge.integrations.converters import node_label
 from fusebridge.integrations.graph_builder import GraphBuilder
 from fusebridge.integrations.mxnet.params import read_params
 from fusebridge.integrations.mxnet.symbol import (
@@ -85,7 +87,7 @@ class SymbolConverter(GraphBuilder):
         n = self.node
         if n is None:
             return "MXNet model"
-        return f"MXNet variable {n.name!r}" if n.op == "null" else f"MXNet {n.op} node {n.name!r}"
+        return f"MXNet variable {n.name!r}" if n.op == "null" else node_label("MXNet", n.op, n.name)
 
     def input(self, i: int) -> ir.Value:
         """The node's i-th input as a value."""
@@ -175,25 +177,21 @@ class SymbolConverter(GraphBuilder):
 
     # -- the graph ----------------------------------------------------------------------------
     def convert(self) -> ir.Model:
-        from fusebridge.integrations.mxnet.op_converters import CONVERTERS
+        from fusebridge.integrations.mxnet.converters import CONVERTERS
 
-        names: dict[str, str] = {}  # unsupported op type -> a node that uses it
+        first: dict[str, str] = {}  # op type -> the first node of that type
         for n in self.symbol.nodes:
-            if n.op != "null" and n.op not in CONVERTERS:
-                names.setdefault(n.op, n.name)
-        if names:
-            listed = "; ".join(f"{op} (e.g. node {names[op]!r})" for op in sorted(names))
-            raise UnsupportedOpError(
-                f"MXNet model {self.source}: {len(names)} unsupported op type(s): "
-                f"{listed}. Supported: {', '.join(sorted(CONVERTERS))}"
-            )
+            if n.op != "null":
+                first.setdefault(n.op, n.name)
+        found = {op: f"e.g. node {first[op]!r}" for op in sorted(first)}
+        CONVERTERS.refuse_unsupported(f"MXNet model {self.source}", found)
         try:
             for index, node in enumerate(self.symbol.nodes):
                 self.index, self.node = index, node
                 if node.op == "null":
                     self._variable(node)
                 else:
-                    CONVERTERS[node.op](self, node)
+                    CONVERTERS.lookup(node.op, self.where())(self, node)
             self.node = None
             outputs, taken = [], set()
             for k, entry in enumerate(self.symbol.heads):

@@ -16,6 +16,7 @@ from fusebridge.errors import UnsupportedOpError
 from fusebridge.fuse_passes.passes import FusePass
 from fusebridge.fuse_passes.report import PassReport
 from fusebridge.graph.builder import OpBuilder, constant_input, model_opset, replace_node
+from fusebridge.integrations.converters import ir_node_label
 
 # (builder, node) -> the values that replace the node's outputs, in order; None for an output
 # nothing reads, which then goes with the node.
@@ -23,7 +24,8 @@ Converter = Callable[[OpBuilder, ir.Node], list[ir.Value | None]]
 
 
 def where(node: ir.Node) -> str:
-    return f"ONNX {node.op_type} node {node.name!r}"
+    """How the import's errors name a node: `ONNX GRU node 'the_gru'` (ir_node_label)."""
+    return ir_node_label(node)
 
 
 def constant(node: ir.Node, value: ir.Value | None, what: str) -> np.ndarray | None:

@@ -13,7 +13,7 @@ from typing import Any
 from fusebridge.errors import ArgumentError
 from fusebridge.integrations.paddle import op_library
 from fusebridge.kernels.arguments import as_flag, as_int, as_probability
-from fusebridge.random import Key, _check_key, as_int64
+from fusebridge.random import Key, as_int64, check_key
 
 _MODES = ("upscale_in_train", "downgrade_in_infer")
 
@@ -21,7 +21,7 @@ _MODES = ("upscale_in_train", "downgrade_in_infer")
 def _key_tensor(key: Key, op: str) -> Any:
     import paddle
 
-    k = _check_key(key, op)
+    k = check_key(key, op)
     # Not paddle.to_tensor: Paddle 3.3's Tensor(ndarray) keeps one list alive per tensor it
     # makes (a training loop of a million steps would keep a million; fuzz/soak.py found it),
     # and paddle.assign rounds int64 through floats. Two fills are exact and keep nothing

@@ -18,17 +18,10 @@ import onnx_ir as ir
 
 from fusebridge import conventions
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
+from fusebridge.integrations.converters import node_label
 from fusebridge.integrations.graph_builder import GraphBuilder
-
-# Imported for the converters they register.
-from fusebridge.integrations.paddle import (  # noqa: F401
-    activation_converters,
-    grad_converters,
-    lstm_converter,
-    rnn_converters,
-    tensor_converters,
-)
-from fusebridge.integrations.paddle.op_converters import CONVERTERS, KEEPS_LOD, _one, read_attr
+from fusebridge.integrations.paddle.converters import CONVERTERS
+from fusebridge.integrations.paddle.converters.common import one_var, read_attr
 from fusebridge.integrations.paddle.params import read_paddle_model
 from fusebridge.integrations.paddle.program_desc import BlockDesc, OpDesc, ProgramDesc
 
@@ -116,19 +109,12 @@ class ProgramConverter(GraphBuilder):
     # -- the program --------------------------------------------------------------------------
     def convert(self) -> ir.Model:
         ops = self.block.ops
-        unsupported = [
-            op for op in ops if op.type not in CONVERTERS and op.type not in ("feed", "fetch")
-        ]
-        if unsupported:
-            listed = {}
-            for op in unsupported:
+        first: dict[str, str] = {}  # op type -> its first op: place in block 0 and inputs
+        for index, op in enumerate(ops):
+            if op.type not in ("feed", "fetch") and op.type not in first:
                 slots = ", ".join(f"{k}={list(v)}" for k, v in op.inputs.items())
-                listed.setdefault(op.type, f"{op.type} (inputs {slots})")
-            raise UnsupportedOpError(
-                f"paddle model {self.source}: {len(listed)} unsupported op type(s): "
-                + "; ".join(listed.values())
-                + f". Supported: {', '.join(sorted(CONVERTERS))}"
-            )
+                first[op.type] = f"e.g. node #{index}, inputs {slots}"
+        CONVERTERS.refuse_unsupported(f"paddle model {self.source}", first)
         training = any(self._role(i, op) & _BACKWARD_ROLE for i, op in enumerate(ops))
         inputs: list[tuple[int, list[ir.Value]]] = []
         outputs: list[tuple[int, list[ir.Value]]] = []
@@ -139,12 +125,12 @@ class ProgramConverter(GraphBuilder):
             self.op, self.op_index = op, index
             if op.type == "feed":
                 col = self._column(columns["feed"])
-                inputs.append((col, self._input(_one(self, op, "Out", outputs=True))))
+                inputs.append((col, self._input(one_var(self, op, "Out", outputs=True))))
             elif op.type == "fetch":
                 col = self._column(columns["fetch"])
-                outputs.append(self._fetch(_one(self, op, "X"), col))
+                outputs.append(self._fetch(one_var(self, op, "X"), col))
             else:
-                CONVERTERS[op.type](self, op)
+                CONVERTERS.lookup(op.type, self.where())(self, op)
                 self._carry_lod(op)
         self.op = None
         if training and not outputs:
@@ -261,7 +247,7 @@ class ProgramConverter(GraphBuilder):
         return value
 
     def _carry_lod(self, op: OpDesc) -> None:
-        slot = KEEPS_LOD.get(op.type)
+        slot = CONVERTERS.option(op.type, "lod")
         if slot is None or not op.inputs.get(slot):
             return
         offsets = self.offsets.get(op.inputs[slot][0])
@@ -279,8 +265,9 @@ _BACKWARD_ROLE, _LOSS_ROLE = 0x1, 0x100
 
 
 def _op_where(source: str, index: int, op: OpDesc) -> str:
-    """How errors name an op: the model, the op's type and its place in block 0."""
-    return f"paddle model {source}: paddle op {op.type!r} (op {index} of block 0)"
+    """How errors name an op: the model, then the op by its type and its place in block 0
+    (Paddle's ops have no names)."""
+    return f"paddle model {source}: {node_label('Paddle', op.type, index)} of block 0"
 
 
 def _data_vars(block: BlockDesc) -> list[str]:

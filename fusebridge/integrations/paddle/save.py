@@ -10,7 +10,6 @@ and the nodes that cannot are listed at once (as paddle2onnx's mappers do)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,22 +18,17 @@ import onnx_ir as ir
 
 from fusebridge import conventions, ops
 from fusebridge.errors import UnsupportedOpError
+from fusebridge.graph.builder import model_opset
+from fusebridge.graph.checks import qualified_op
+from fusebridge.integrations.converters import ConverterRegistry, ir_node_label
 
 # Constants up to this many elements are written into the program (assign_value); larger ones
 # become parameters, saved in the .pdiparams.
 _INLINE_MAX = 64
 
-Mapper = Callable[[Any, ir.Node, list], list]
-_MAPPERS: dict[tuple[str, str], Mapper] = {}
-
-
-def _mapper(*op_types: str, domain: str = "") -> Callable[[Mapper], Mapper]:
-    def register(fn: Mapper) -> Mapper:
-        for t in op_types:
-            _MAPPERS[(domain, t)] = fn
-        return fn
-
-    return register
+# IR op type (`domain.op` outside ONNX's domain) -> (paddle, node, its inputs as Paddle values)
+# -> the Paddle values of its outputs.
+MAPPERS = ConverterRegistry("Paddle mapping")
 
 
 _BINARY = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide"}
@@ -42,43 +36,43 @@ _BINARY |= {"Less": "less_than", "Greater": "greater_than", "Equal": "equal"}
 _UNARY = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Exp": "exp", "Sqrt": "sqrt"}
 
 
-@_mapper(*_BINARY)
+@MAPPERS.register(*_BINARY)
 def _binary(paddle, node, inputs):
     return [getattr(paddle, _BINARY[node.op_type])(*inputs)]
 
 
-@_mapper(*_UNARY)
+@MAPPERS.register(*_UNARY)
 def _unary(paddle, node, inputs):
     return [getattr(paddle.nn.functional, _UNARY[node.op_type])(inputs[0])]
 
 
-@_mapper("Identity")
+@MAPPERS.register("Identity")
 def _identity(paddle, node, inputs):
     return [inputs[0]]
 
 
-@_mapper("Where")
+@MAPPERS.register("Where")
 def _where(paddle, node, inputs):
     return [paddle.where(*inputs)]
 
 
-@_mapper("MatMul")
+@MAPPERS.register("MatMul")
 def _matmul(paddle, node, inputs):
     return [paddle.matmul(*inputs)]
 
 
-@_mapper("Gather")
+@MAPPERS.register("Gather")
 def _gather(paddle, node, inputs):
     # An embedding lookup: rows of a 2-D table (checked by _check).
     return [paddle.nn.functional.embedding(inputs[1], weight=inputs[0])]
 
 
-@_mapper("Softmax")
+@MAPPERS.register("Softmax")
 def _softmax(paddle, node, inputs):
     return [paddle.nn.functional.softmax(inputs[0], axis=ops.attribute(node, "axis"))]
 
 
-@_mapper("Transpose")
+@MAPPERS.register("Transpose")
 def _transpose(paddle, node, inputs):
     perm = ops.attribute(node, "perm")  # ONNX's default: the axes reversed
     return [
@@ -86,13 +80,13 @@ def _transpose(paddle, node, inputs):
     ]
 
 
-@_mapper("Reshape")
+@MAPPERS.register("Reshape")
 def _reshape(paddle, node, inputs):
     shape = node.inputs[1].const_value.numpy()  # a constant (checked by _check)
     return [paddle.reshape(inputs[0], [int(d) for d in shape])]
 
 
-@_mapper("LayerNormalization")
+@MAPPERS.register("LayerNormalization")
 def _layer_norm(paddle, node, inputs):
     x, scale, bias = (inputs + [None, None])[:3]
     dims = list(node.inputs[1].const_value.shape)
@@ -100,7 +94,7 @@ def _layer_norm(paddle, node, inputs):
     if ops.attribute(node, "axis") % rank != rank - len(dims):
         # Nothing is saved: the files are written after the whole program is built.
         raise UnsupportedOpError(
-            f"save_paddle: LayerNormalization {node.name!r} normalizes from axis "
+            f"save_paddle: {ir_node_label(node)}: normalizes from axis "
             f"{ops.attribute(node, 'axis')} of a rank {rank} input but its scale has "
             f"{len(dims)} dims; Paddle's layer_norm normalizes the scale's (the last) dims"
         )
@@ -108,7 +102,7 @@ def _layer_norm(paddle, node, inputs):
     return [paddle.nn.functional.layer_norm(x, dims, weight=scale, bias=bias, epsilon=eps)]
 
 
-@_mapper("FusionGRU", domain=conventions.DOMAIN)
+@MAPPERS.register(f"{conventions.DOMAIN}.FusionGRU")
 def _fusion_gru(paddle, node, inputs):
     from fusebridge.integrations.paddle.op_library import register
 
@@ -130,10 +124,14 @@ def _fusion_gru(paddle, node, inputs):
     return [y]
 
 
-def _check(node: ir.Node) -> str | None:
-    """Why `node` cannot be written, or None."""
-    if (node.domain, node.op_type) not in _MAPPERS:
+def _check(node: ir.Node, opset: int) -> str | None:
+    """Why `node` of a model of standard opset `opset` cannot be written, or None. The mappers
+    read standard attributes with their defaults at opset 17 (ops.attribute): where an older
+    opset's op means something else, it is refused here."""
+    if qualified_op(node) not in MAPPERS:
         return "no Paddle mapping"
+    if node.op_type == "Softmax" and node.domain in ("", "ai.onnx") and opset < 13:
+        return f"Softmax of opset {opset} works on the input flattened to 2-D from its axis"
     used = [o for o in node.outputs[1:] if o.uses() or o.is_graph_output()]
     if used:
         return f"its output {used[0].name!r} is used (only the first output is written)"
@@ -160,7 +158,9 @@ def save_paddle(model: ir.Model, prefix: str | os.PathLike) -> Path:
     prefix.json + prefix.pdiparams; returns the .json path. Needs paddle; builds and loads our
     custom operators (`register()`), which a process running the saved model needs too."""
     refusals = [
-        f"{n.op_type} {n.name!r} ({why})" for n in model.graph if (why := _check(n)) is not None
+        f"{ir_node_label(n)} ({why})"
+        for n in model.graph
+        if (why := _check(n, model_opset(model))) is not None
     ]
     refusals += [
         f"input {v.name!r} (its rank is unknown)" for v in model.graph.inputs if v.shape is None
@@ -209,7 +209,8 @@ def _build(paddle, model: ir.Model) -> tuple[list, list]:
         return values[v]
 
     for node in model.graph:
-        outs = _MAPPERS[(node.domain, node.op_type)](paddle, node, [value(v) for v in node.inputs])
+        mapper = MAPPERS.lookup(qualified_op(node), f"save_paddle: {ir_node_label(node)}")
+        outs = mapper(paddle, node, [value(v) for v in node.inputs])
         values[node.outputs[0]] = outs[0]
     return feeds, [values[v] for v in model.graph.outputs]
 

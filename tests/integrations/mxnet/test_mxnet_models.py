@@ -444,7 +444,7 @@ def test_save_mxnet_writes_readable_files(tmp_path):
     # Any model is written, up to the first node with no MXNet form, which is named: here
     # torch's GRU, whose final state (Y_last) the graph uses.
     onnx_gru = fb.load(FIXTURES.parents[0] / "onnx" / "torch_gru.onnx")
-    why = r"node '/gru/GRU' \(fusebridge.FusionGRU\): its Y_last output is used"
+    why = r"ONNX fusebridge.FusionGRU node '/gru/GRU': its Y_last output is used"
     with pytest.raises(fb.UnsupportedOpError, match=why):
         fb.save_mxnet(onnx_gru, tmp_path / "x")
     assert not list(tmp_path.glob("x-*"))

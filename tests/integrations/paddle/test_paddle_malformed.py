@@ -50,7 +50,7 @@ FETCH = 10
 def _where(op_type: str, index: int | None = None) -> str:
     """How an error names an op of the edited model (the model directory comes before it)."""
     index = OP_INDEX[op_type] if index is None else index
-    return re.escape(f"paddle op {op_type!r} (op {index} of block 0): ")
+    return re.escape(f"Paddle {op_type} node #{index} of block 0: ")
 
 
 def _sentiment(tmp_path: Path, edit: Callable[[ProgramDesc], ProgramDesc]) -> Path:
@@ -398,7 +398,7 @@ def _ints(name: str, values: list[int], kind: int = 3) -> bytes:
 )
 def test_attribute_values_of_hand_made_programs(tmp_path, op_type, attrs, error, message):
     directory = _one_op(tmp_path, op_type, attrs)
-    where = f"paddle model {directory}: paddle op {op_type!r} (op 1 of block 0): {message}"
+    where = f"paddle model {directory}: Paddle {op_type} node #1 of block 0: {message}"
     with pytest.raises(error, match=re.escape(where)):
         fb.load(directory)
 
@@ -406,7 +406,7 @@ def test_attribute_values_of_hand_made_programs(tmp_path, op_type, attrs, error,
 def test_a_scale_that_an_integer_input_cannot_hold(tmp_path):
     attrs = [attr("bias", 1, f32(4, math.inf))]
     directory = _one_op(tmp_path, "scale", attrs, x_dtype=3)  # int64 X
-    message = "paddle op 'scale' (op 1 of block 0): bias inf does not fit the integer dtype int64"
+    message = "Paddle scale node #1 of block 0: bias inf does not fit the integer dtype int64"
     with pytest.raises(ModelFormatError, match=re.escape(message)):
         fb.load(directory)
 

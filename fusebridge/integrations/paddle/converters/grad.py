@@ -10,41 +10,33 @@ taken to match the other operand's, as Paddle's own InferShape does when it cann
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import onnx_ir as ir
 
 from fusebridge import conventions
-from fusebridge.errors import ModelFormatError, UnsupportedOpError
-from fusebridge.integrations.paddle.op_converters import (
-    _PADDLE_DTYPES,
-    _attr,
-    _axis,
-    _choice,
-    _names,
-    _num_col_dims,
-    _one,
-    _permutation,
-    _shown,
-    _weight_2d,
-    converter,
-    dropout_attributes,
+from fusebridge.errors import UnsupportedOpError
+from fusebridge.integrations.paddle.converters.common import (
+    CONVERTERS,
+    attribute,
+    axis_attribute,
+    col_dims,
+    number,
+    one_var,
+    permutation,
+    slot_names,
+)
+from fusebridge.integrations.paddle.converters.dropout import dropout_attributes
+from fusebridge.integrations.paddle.converters.math import (
     elementwise_operands,
     elementwise_placement,
-    number,
+    weight_2d,
 )
 from fusebridge.integrations.paddle.program_desc import OpDesc
-
-# fill_constant is made a constant at load up to this many elements; a larger one is made at
-# run time (ConstantOfShape), when the model runs and asks for it.
-_MAX_CONSTANT_ELEMENTS = 1 << 20
-_INT64_MAX = (1 << 63) - 1
 
 
 def _target(cx, op: OpDesc, slot: str) -> str | None:
     """The variable a gradient output slot writes, or None when Paddle left it empty."""
-    return _one(cx, op, slot, outputs=True) if _names(op, slot, outputs=True) else None
+    return one_var(cx, op, slot, outputs=True) if slot_names(op, slot, outputs=True) else None
 
 
 def _declared_shape(cx, var: str) -> tuple[int, ...]:
@@ -77,81 +69,12 @@ def _last_two_swapped(cx, value: ir.Value, rank: int, name: str) -> ir.Value:
 
 
 # -- the loss and its reduction ------------------------------------------------------------
-def _fill_value(cx, op: OpDesc) -> float:
-    text = _attr(cx, op, "str_value", "str", "")  # Paddle's exact spelling of the value
-    if not text:
-        return _attr(cx, op, "value", "float", 0.0)
-    try:
-        return float(text)
-    except ValueError:
-        raise ModelFormatError(
-            f"{cx.where()}: attribute str_value = {text!r} is not a number"
-        ) from None
-
-
-@converter("fill_constant", lod=None)
-def _fill_constant(cx, op: OpDesc) -> None:
-    """A constant; with ShapeTensor / ShapeTensorList (a shape computed in the graph, as
-    nn.GRU's initial state from the input's batch size), ConstantOfShape at run time."""
-    if _names(op, "ValueTensor"):
-        raise UnsupportedOpError(
-            f"{cx.where()}: input ValueTensor (a value computed in the graph) is not "
-            "supported; only the value attribute"
-        )
-    dtype = _PADDLE_DTYPES[_choice(cx, op, "dtype", tuple(_PADDLE_DTYPES))]
-    shape = _attr(cx, op, "shape", "ints", [])
-    dynamic = _names(op, "ShapeTensor") or _names(op, "ShapeTensorList")
-    if dynamic:
-        out = _one(cx, op, "Out", outputs=True)
-        parts = [
-            cx.add(
-                "Reshape",
-                [cx.cast(cx.value(v), ir.DataType.INT64, f"{out}/d"), cx.ints([-1], f"{out}/flat")],
-                name=f"{out}/dim",
-            )
-            for v in dynamic
-        ]
-        dims = (
-            parts[0]
-            if len(parts) == 1
-            else cx.add("Concat", parts, {"axis": 0}, name=f"{out}/shape")
-        )
-        fill = number(cx, _fill_value(cx, op), dtype.numpy(), "value")
-        result = cx.add(
-            "ConstantOfShape", [dims], {"value": ir.tensor(fill.reshape(1))}, name=out, dtype=dtype
-        )
-        cx.define(out, result)
-        return
-    if any(d < 0 for d in shape):
-        raise UnsupportedOpError(
-            f"{cx.where()}: shape {_shown.repr(shape)} has a size known only at run time"
-        )
-    if math.prod(shape) > _INT64_MAX:
-        raise ModelFormatError(
-            f"{cx.where()}: shape {_shown.repr(shape)} has more than 2**63 - 1 elements"
-        )
-    fill = number(cx, _fill_value(cx, op), dtype.numpy(), "value")
-    out = _one(cx, op, "Out", outputs=True)
-    if math.prod(shape) > _MAX_CONSTANT_ELEMENTS:
-        # Made at run time: the file's few bytes must not make load allocate gigabytes.
-        result = cx.add(
-            "ConstantOfShape",
-            [cx.ints(shape, f"{out}/shape")],
-            {"value": ir.tensor(fill.reshape(1))},
-            name=out,
-            dtype=dtype,
-        )
-        cx.define(out, result)
-        return
-    cx.define(out, cx.const(np.full(shape, fill), out))
-
-
-@converter("mean_grad", lod=None)
+@CONVERTERS.register("mean_grad", lod=None)
 def _mean_grad(cx, op: OpDesc) -> None:
     target = _target(cx, op, "X@GRAD")
     if target is None:
         return
-    x, dout = cx.value(_one(cx, op, "X")), cx.value(_one(cx, op, "Out@GRAD"))
+    x, dout = cx.value(one_var(cx, op, "X")), cx.value(one_var(cx, op, "Out@GRAD"))
     count = cx.cast(
         cx.add("Size", [x], name=f"{target}/size", dtype=ir.DataType.INT64),
         dout.dtype,
@@ -163,12 +86,12 @@ def _mean_grad(cx, op: OpDesc) -> None:
 
 
 # -- activations: the gradient from the forward's output -------------------------------------
-@converter("tanh_grad", "sigmoid_grad", "relu_grad", lod=None)
+@CONVERTERS.register("tanh_grad", "sigmoid_grad", "relu_grad", lod=None)
 def _activation_grad(cx, op: OpDesc) -> None:
     target = _target(cx, op, "X@GRAD")
     if target is None:
         return
-    y, dout = cx.value(_one(cx, op, "Out")), cx.value(_one(cx, op, "Out@GRAD"))
+    y, dout = cx.value(one_var(cx, op, "Out")), cx.value(one_var(cx, op, "Out@GRAD"))
     one = cx.const(np.array(1, y.dtype.numpy()), f"{target}/1")
     if op.type == "relu_grad":  # dy where y > 0
         zero = cx.const(np.array(0, y.dtype.numpy()), f"{target}/0")
@@ -184,14 +107,14 @@ def _activation_grad(cx, op: OpDesc) -> None:
     cx.define(target, cx.add("Mul", [dout, slope], name=target))
 
 
-@converter("softmax_grad", lod=None)
+@CONVERTERS.register("softmax_grad", lod=None)
 def _softmax_grad(cx, op: OpDesc) -> None:
     # dx = y * (dy - sum(dy * y) along the axis)
     target = _target(cx, op, "X@GRAD")
     if target is None:
         return
-    y, dout = cx.value(_one(cx, op, "Out")), cx.value(_one(cx, op, "Out@GRAD"))
-    axis = _axis(cx, op, "axis", cx.rank_of(_one(cx, op, "Out")), -1)
+    y, dout = cx.value(one_var(cx, op, "Out")), cx.value(one_var(cx, op, "Out@GRAD"))
+    axis = axis_attribute(cx, op, "axis", cx.rank_of(one_var(cx, op, "Out")), -1)
     weighted = cx.add("Mul", [dout, y], name=f"{target}/dy*y")
     total = cx.add(
         "ReduceSum",
@@ -204,11 +127,13 @@ def _softmax_grad(cx, op: OpDesc) -> None:
 
 
 # -- elementwise and products ------------------------------------------------------------
-@converter("elementwise_add_grad", "elementwise_sub_grad", "elementwise_mul_grad", lod=None)
+@CONVERTERS.register(
+    "elementwise_add_grad", "elementwise_sub_grad", "elementwise_mul_grad", lod=None
+)
 def _elementwise_grad(cx, op: OpDesc) -> None:
-    dout = cx.value(_one(cx, op, "Out@GRAD"))
+    dout = cx.value(one_var(cx, op, "Out@GRAD"))
     k, rank, trailing = elementwise_placement(cx, op)
-    big_rank = cx.rank_of(_one(cx, op, "XY"[1 - k]))
+    big_rank = cx.rank_of(one_var(cx, op, "XY"[1 - k]))
     kind = op.type.split("_")[1]
     operands = None
     for i, slot in enumerate(("X@GRAD", "Y@GRAD")):
@@ -223,26 +148,26 @@ def _elementwise_grad(cx, op: OpDesc) -> None:
             grad = cx.add("Mul", [dout, operands[1 - i]], name=f"{target}/prod")
         placed = i == k
         lead = big_rank - rank - trailing if placed else 0
-        var = _one(cx, op, "XY"[i])
+        var = one_var(cx, op, "XY"[i])
         grad = _sum_to(cx, grad, var, lead, trailing if placed else 0, target)
         cx.define(target, grad)
 
 
-@converter("mul_grad", lod=None)
+@CONVERTERS.register("mul_grad", lod=None)
 def _mul_grad(cx, op: OpDesc) -> None:
     # out2d = x2d @ y2d: dx2d = dout2d @ y2d^T, dy2d = x2d^T @ dout2d, reshaped back.
-    xv, yv = _one(cx, op, "X"), _one(cx, op, "Y")
-    x_cols = _num_col_dims(cx, op, "x_num_col_dims", xv)
-    y_cols = _num_col_dims(cx, op, "y_num_col_dims", yv)
+    xv, yv = one_var(cx, op, "X"), one_var(cx, op, "Y")
+    x_cols = col_dims(cx, op, "x_num_col_dims", xv)
+    y_cols = col_dims(cx, op, "y_num_col_dims", yv)
     dx_var, dy_var = _target(cx, op, "X@GRAD"), _target(cx, op, "Y@GRAD")
     name = dx_var or dy_var
     if name is None:
         return
     dout2d = cx.add(
-        "Flatten", [cx.value(_one(cx, op, "Out@GRAD"))], {"axis": x_cols}, name=f"{name}/dout2d"
+        "Flatten", [cx.value(one_var(cx, op, "Out@GRAD"))], {"axis": x_cols}, name=f"{name}/dout2d"
     )
     if dx_var:
-        y2d = _weight_2d(cx, yv, y_cols, dx_var)
+        y2d = weight_2d(cx, yv, y_cols, dx_var)
         dx2d = cx.add("Gemm", [dout2d, y2d], {"transB": 1}, name=f"{dx_var}/2d")
         shape = cx.add("Shape", [cx.value(xv)], name=f"{dx_var}/shape", dtype=ir.DataType.INT64)
         cx.define(dx_var, cx.add("Reshape", [dx2d, shape], name=dx_var))
@@ -254,11 +179,11 @@ def _mul_grad(cx, op: OpDesc) -> None:
 
 
 def _matmul_grad(cx, op: OpDesc, tx: str, ty: str, alpha: float) -> None:
-    xv, yv, dv = _one(cx, op, "X"), _one(cx, op, "Y"), _one(cx, op, "Out@GRAD")
+    xv, yv, dv = one_var(cx, op, "X"), one_var(cx, op, "Y"), one_var(cx, op, "Out@GRAD")
     ranks = {v: cx.rank_of(v) for v in (xv, yv)}
     if min(ranks.values()) < 2:
         raise UnsupportedOpError(f"{cx.where()}: 1-D operands are not supported, got {ranks}")
-    trans_x, trans_y = _attr(cx, op, tx, "bool", False), _attr(cx, op, ty, "bool", False)
+    trans_x, trans_y = attribute(cx, op, tx, "bool", False), attribute(cx, op, ty, "bool", False)
     values = {xv: cx.value(xv), yv: cx.value(yv), dv: cx.value(dv)}
     out_rank = max(ranks.values())
 
@@ -287,36 +212,36 @@ def _matmul_grad(cx, op: OpDesc, tx: str, ty: str, alpha: float) -> None:
         cx.define(target, grad)
 
 
-@converter("matmul_v2_grad", lod=None)
+@CONVERTERS.register("matmul_v2_grad", lod=None)
 def _matmul_v2_grad(cx, op: OpDesc) -> None:
     _matmul_grad(cx, op, "trans_x", "trans_y", 1.0)
 
 
-@converter("matmul_grad", lod=None)
+@CONVERTERS.register("matmul_grad", lod=None)
 def _matmul_v1_grad(cx, op: OpDesc) -> None:
-    _matmul_grad(cx, op, "transpose_X", "transpose_Y", _attr(cx, op, "alpha", "float", 1.0))
+    _matmul_grad(cx, op, "transpose_X", "transpose_Y", attribute(cx, op, "alpha", "float", 1.0))
 
 
-@converter("transpose2_grad", lod=None)
+@CONVERTERS.register("transpose2_grad", lod=None)
 def _transpose_grad(cx, op: OpDesc) -> None:
     target = _target(cx, op, "X@GRAD")
     if target is None:
         return
-    perm = _permutation(cx, op, _one(cx, op, "Out@GRAD"))
+    perm = permutation(cx, op, one_var(cx, op, "Out@GRAD"))
     inverse = [int(i) for i in np.argsort(perm)]
-    dout = cx.value(_one(cx, op, "Out@GRAD"))
+    dout = cx.value(one_var(cx, op, "Out@GRAD"))
     cx.define(target, cx.add("Transpose", [dout], {"perm": inverse}, name=target))
 
 
 # -- dropout -----------------------------------------------------------------------------
-@converter("dropout_grad", lod=None)
+@CONVERTERS.register("dropout_grad", lod=None)
 def _dropout_grad(cx, op: OpDesc) -> None:
     target = _target(cx, op, "X@GRAD")
     if target is None:
         return
-    if _attr(cx, op, "is_test", "bool", False):
+    if attribute(cx, op, "is_test", "bool", False):
         raise UnsupportedOpError(f"{cx.where()}: is_test = true has no backward")
-    mask_var = _one(cx, op, "Mask")
+    mask_var = one_var(cx, op, "Mask")
     mask = cx.value(mask_var)
     producer = mask.producer()
     if producer is None or producer.domain != conventions.DOMAIN or producer.op_type != "Dropout":
@@ -324,7 +249,7 @@ def _dropout_grad(cx, op: OpDesc) -> None:
             f"{cx.where()}: Mask {mask_var!r} must be the Mask output of a training dropout op"
         )
     attrs = dropout_attributes(cx, op)
-    dout = cx.value(_one(cx, op, "Out@GRAD"))
+    dout = cx.value(one_var(cx, op, "Out@GRAD"))
     cx.define(
         target, cx.add("DropoutGrad", [dout, mask], attrs, name=target, domain=conventions.DOMAIN)
     )

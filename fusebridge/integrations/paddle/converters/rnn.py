@@ -18,13 +18,13 @@ import onnx_ir as ir
 
 from fusebridge import conventions
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
-from fusebridge.integrations.paddle.op_converters import (
-    _attr,
-    _choice,
-    _names,
-    _one,
-    _opt,
-    converter,
+from fusebridge.integrations.paddle.converters.common import (
+    CONVERTERS,
+    attribute,
+    choice,
+    one_var,
+    optional_var,
+    slot_names,
 )
 from fusebridge.integrations.paddle.program_desc import OpDesc
 
@@ -74,15 +74,15 @@ class _Layer:
         self.w, self.r, self.b, self.bh = (np.stack(parts[s]) for s in ("w", "r", "b", "bh"))
 
 
-@converter("rnn", lod=None)
+@CONVERTERS.register("rnn", lod=None)
 def _rnn(cx, op: OpDesc) -> None:
-    mode = _choice(cx, op, "mode", tuple(_GATES))
-    d = 2 if _attr(cx, op, "is_bidirec", "bool", False) else 1
-    layers = _attr(cx, op, "num_layers", "int", 1)
-    hidden = _attr(cx, op, "hidden_size", "int", 0)
-    xv = _one(cx, op, "Input")
-    out = _one(cx, op, "Out", outputs=True)
-    weights = _names(op, "WeightList")
+    mode = choice(cx, op, "mode", tuple(_GATES))
+    d = 2 if attribute(cx, op, "is_bidirec", "bool", False) else 1
+    layers = attribute(cx, op, "num_layers", "int", 1)
+    hidden = attribute(cx, op, "hidden_size", "int", 0)
+    xv = one_var(cx, op, "Input")
+    out = one_var(cx, op, "Out", outputs=True)
+    weights = slot_names(op, "WeightList")
     if layers < 1 or hidden < 1:
         raise ModelFormatError(
             f"{cx.where()}: num_layers = {layers} and hidden_size = {hidden} must be positive"
@@ -92,12 +92,14 @@ def _rnn(cx, op: OpDesc) -> None:
             f"{cx.where()}: WeightList names {len(weights)} variables, expected "
             f"{4 * layers * d} (4 per layer and direction)"
         )
-    if not _attr(cx, op, "is_test", "bool", False) and _attr(cx, op, "dropout_prob", "float", 0.0):
+    if not attribute(cx, op, "is_test", "bool", False) and attribute(
+        cx, op, "dropout_prob", "float", 0.0
+    ):
         raise UnsupportedOpError(
             f"{cx.where()}: dropout between layers in training (is_test false, dropout_prob "
-            f"{_attr(cx, op, 'dropout_prob', 'float', 0.0)}) is not supported"
+            f"{attribute(cx, op, 'dropout_prob', 'float', 0.0)}) is not supported"
         )
-    states = _names(op, "PreState")
+    states = slot_names(op, "PreState")
     if len(states) not in (0, 2 if mode == "LSTM" else 1):
         raise ModelFormatError(
             f"{cx.where()}: PreState names {len(states)} variables; mode {mode} takes "
@@ -114,7 +116,7 @@ def _rnn(cx, op: OpDesc) -> None:
                 f"{cx.where()}: PreState {var!r} is declared {list(declared)}, expected "
                 f"[{layers * d}, N, {hidden}] (num_layers * directions, batch, hidden_size)"
             )
-    lengths_var = _opt(cx, op, "SequenceLength")
+    lengths_var = optional_var(cx, op, "SequenceLength")
     lengths = cx.value(lengths_var) if lengths_var else None
     in_size = cx.param(weights[0]).shape[-1] if weights else 0
     y = cx.value(xv)
@@ -132,7 +134,7 @@ def _rnn(cx, op: OpDesc) -> None:
         for k, value in enumerate(last):
             finals[k].append(value)
     cx.define(out, y)
-    state_vars = _names(op, "State", outputs=True)
+    state_vars = slot_names(op, "State", outputs=True)
     for k, var in enumerate(state_vars[: len(finals)]):
         if var in cx.read and finals[k]:
             parts = finals[k]

@@ -20,9 +20,16 @@ import onnx_ir as ir
 
 from fusebridge.conventions import DOMAIN
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
-from fusebridge.integrations.paddle.op_converters import _attr, _choice, _one, _opt, _out, converter
+from fusebridge.integrations.paddle.converters.common import (
+    CONVERTERS,
+    attribute,
+    choice,
+    define_out,
+    one_var,
+    optional_var,
+)
+from fusebridge.integrations.paddle.converters.rnn import reorder_gates
 from fusebridge.integrations.paddle.program_desc import OpDesc
-from fusebridge.integrations.paddle.rnn_converters import reorder_gates
 
 # Paddle's gate blocks (c, i, f, o) in ONNX's order (i, o, f, c).
 _ONNX_FROM_PADDLE = (1, 3, 2, 0)
@@ -43,7 +50,7 @@ def _activations(cx, op: OpDesc) -> dict[str, object]:
         ("candidate_activation", "tanh"),
         ("cell_activation", "tanh"),
     ):
-        onnx_name, coefficients = _ACTIVATIONS[_choice(cx, op, attr, tuple(_ACTIVATIONS), default)]
+        onnx_name, coefficients = _ACTIVATIONS[choice(cx, op, attr, tuple(_ACTIVATIONS), default)]
         names.append(onnx_name)
         if coefficients is not None:
             alpha.append(coefficients[0])
@@ -63,7 +70,7 @@ def _onnx_gates(a: np.ndarray) -> np.ndarray:
 
 def _state(cx, op: OpDesc, slot: str, hidden: int, out: str) -> ir.Value | None:
     """H0 / C0 [N, H] as ONNX's initial state [1, N, H]."""
-    var = _opt(cx, op, slot)
+    var = optional_var(cx, op, slot)
     if var is None:
         return None
     declared = cx.block.vars[var].shape if var in cx.block.vars else None
@@ -75,17 +82,17 @@ def _state(cx, op: OpDesc, slot: str, hidden: int, out: str) -> ir.Value | None:
     return cx.add("Unsqueeze", [cx.value(var), axis], name=f"{out}/{slot}")
 
 
-@converter("lstm", lod="Input")
+@CONVERTERS.register("lstm", lod="Input")
 def _lstm(cx, op: OpDesc) -> None:
-    xv = _one(cx, op, "Input")
-    out = _one(cx, op, "Hidden", outputs=True)
+    xv = one_var(cx, op, "Input")
+    out = one_var(cx, op, "Hidden", outputs=True)
     cell = [v for v in op.outputs.get("Cell", ()) if v in cx.read]
     if cell:
         raise UnsupportedOpError(
             f"{cx.where()}: output Cell {cell[0]!r} (every step's cell state) is read by "
             "another op; ONNX's LSTM gives only the last one"
         )
-    wv = _one(cx, op, "Weight")
+    wv = one_var(cx, op, "Weight")
     weight = cx.param(wv)
     hidden = weight.shape[0] if weight.ndim == 2 else 0
     if weight.ndim != 2 or weight.shape[1] != 4 * hidden or weight.dtype != np.float32:
@@ -93,8 +100,8 @@ def _lstm(cx, op: OpDesc) -> None:
             f"{cx.where()}: Weight {wv!r} is {weight.dtype} {list(weight.shape)}, expected "
             "float32 [H, 4H]"
         )
-    peepholes = _attr(cx, op, "use_peepholes", "bool", True)
-    bv = _one(cx, op, "Bias")
+    peepholes = attribute(cx, op, "use_peepholes", "bool", True)
+    bv = one_var(cx, op, "Bias")
     bias = cx.param(bv)
     size = 7 * hidden if peepholes else 4 * hidden
     if bias.shape not in ((1, size), (size,)):
@@ -128,12 +135,12 @@ def _lstm(cx, op: OpDesc) -> None:
         inputs.append(cx.const(np.concatenate([ic, oc, fc])[None], f"{out}/P"))
     attrs = {
         "hidden_size": hidden,
-        "direction": "reverse" if _attr(cx, op, "is_reverse", "bool", False) else "forward",
+        "direction": "reverse" if attribute(cx, op, "is_reverse", "bool", False) else "forward",
         **_activations(cx, op),
     }
     y = cx.add("LSTM", inputs, attrs, name=f"{out}/onnx")
     y = cx.add("Squeeze", [y, cx.ints([1], f"{out}/directions")], name=f"{out}/tnh")
-    _out(cx, op, cx.add("PaddedToLoD", [y, offsets], name=out, domain=DOMAIN), "Hidden")
+    define_out(cx, op, cx.add("PaddedToLoD", [y, offsets], name=out, domain=DOMAIN), "Hidden")
 
 
 def _sentence_lengths(cx, offsets: ir.Value, out: str) -> ir.Value:

@@ -7,12 +7,20 @@ fill them in."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import onnx_ir as ir
 
 from fusebridge.errors import UnsupportedOpError
-from fusebridge.integrations.paddle.op_converters import _attr, _one, _out, _scalar, converter
+from fusebridge.integrations.paddle.converters.common import (
+    CONVERTERS,
+    attribute,
+    axis_attribute,
+    define_out,
+    one_var,
+    scalar_like,
+)
 from fusebridge.integrations.paddle.program_desc import OpDesc
 
 # Paddle op -> the ONNX op of the same function, and its attributes from Paddle's:
@@ -34,18 +42,21 @@ _DIRECT: dict[str, tuple[str, tuple[tuple[str, str, float], ...]]] = {
 
 def _direct(onnx_op: str, attrs: tuple[tuple[str, str, float], ...]) -> Callable:
     def convert(cx, op: OpDesc) -> None:
-        out = _one(cx, op, "Out", outputs=True)
+        out = one_var(cx, op, "Out", outputs=True)
         values = {
-            name: float(_attr(cx, op, paddle, "float", default)) for name, paddle, default in attrs
+            name: float(attribute(cx, op, paddle, "float", default))
+            for name, paddle, default in attrs
         }
-        _out(cx, op, cx.add(onnx_op, [cx.value(_one(cx, op, "X"))], values, name=out))
+        define_out(cx, op, cx.add(onnx_op, [cx.value(one_var(cx, op, "X"))], values, name=out))
 
     return convert
 
 
 for _paddle_op, (_onnx_op, _attrs) in _DIRECT.items():
     # Paddle 3.3.1's abs drops its input's LoD (the others keep it): so does ours.
-    converter(_paddle_op, lod=None if _paddle_op == "abs" else "X")(_direct(_onnx_op, _attrs))
+    CONVERTERS.register(_paddle_op, lod=None if _paddle_op == "abs" else "X")(
+        _direct(_onnx_op, _attrs)
+    )
 
 
 class _Formula:
@@ -53,14 +64,14 @@ class _Formula:
 
     def __init__(self, cx, op: OpDesc) -> None:
         self.cx, self.op = cx, op
-        self.out = _one(cx, op, "Out", outputs=True)
-        self.x = cx.value(_one(cx, op, "X"))
+        self.out = one_var(cx, op, "Out", outputs=True)
+        self.x = cx.value(one_var(cx, op, "X"))
 
     def const(self, value: float, what: str) -> ir.Value:
-        return _scalar(self.cx, value, self.x, f"{self.out}/{what}", what)
+        return scalar_like(self.cx, value, self.x, f"{self.out}/{what}", what)
 
     def attr(self, name: str, default: float) -> float:
-        return float(_attr(self.cx, self.op, name, "float", default))
+        return float(attribute(self.cx, self.op, name, "float", default))
 
     def fixed(self, name: str, value: float) -> float:
         """An attribute Paddle 3.3 writes but its kernel ignores (the value is fixed), where
@@ -79,7 +90,7 @@ class _Formula:
         return self.cx.add(op_type, inputs, attrs or None, name=f"{self.out}/{what}")
 
     def done(self, op_type: str, inputs: list[ir.Value]) -> None:
-        _out(self.cx, self.op, self.cx.add(op_type, inputs, name=self.out))
+        define_out(self.cx, self.op, self.cx.add(op_type, inputs, name=self.out))
 
     def softplus(self, beta: float, threshold: float) -> list[ir.Value]:
         """Paddle's softplus as Where's inputs: x where beta * x > threshold, else
@@ -91,33 +102,33 @@ class _Formula:
         return [linear, self.x, smooth]
 
 
-@converter("silu", "swish")
+@CONVERTERS.register("silu", "swish")
 def _silu(cx, op: OpDesc) -> None:
     """x * sigmoid(x) (Paddle 3's swish has no beta)."""
     f = _Formula(cx, op)
     f.done("Mul", [f.x, f.node("Sigmoid", [f.x], "sigmoid")])
 
 
-@converter("square")
+@CONVERTERS.register("square")
 def _square(cx, op: OpDesc) -> None:
     f = _Formula(cx, op)
     f.done("Mul", [f.x, f.x])
 
 
-@converter("rsqrt")
+@CONVERTERS.register("rsqrt")
 def _rsqrt(cx, op: OpDesc) -> None:
     f = _Formula(cx, op)
     f.done("Reciprocal", [f.node("Sqrt", [f.x], "sqrt")])
 
 
-@converter("relu6")
+@CONVERTERS.register("relu6")
 def _relu6(cx, op: OpDesc) -> None:
     """min(max(x, 0), 6)."""
     f = _Formula(cx, op)
     f.done("Clip", [f.x, f.const(0.0, "zero"), f.const(f.fixed("threshold", 6.0), "threshold")])
 
 
-@converter("hard_swish")
+@CONVERTERS.register("hard_swish")
 def _hard_swish(cx, op: OpDesc) -> None:
     """x * min(max(x + 3, 0), 6) / 6."""
     f = _Formula(cx, op)
@@ -128,15 +139,50 @@ def _hard_swish(cx, op: OpDesc) -> None:
     f.done("Mul", [f.x, scaled])
 
 
-@converter("softplus")
+@CONVERTERS.register("softplus")
 def _softplus(cx, op: OpDesc) -> None:
     f = _Formula(cx, op)
     f.done("Where", f.softplus(f.attr("beta", 1.0), f.attr("threshold", 20.0)))
 
 
-@converter("mish")
+@CONVERTERS.register("mish")
 def _mish(cx, op: OpDesc) -> None:
     """x * tanh(softplus(x)), softplus linear above threshold."""
     f = _Formula(cx, op)
     softplus = f.node("Where", f.softplus(1.0, f.attr("threshold", 20.0)), "softplus")
     f.done("Mul", [f.x, f.node("Tanh", [softplus], "tanh")])
+
+
+@CONVERTERS.register("softmax")
+def _softmax(cx, op: OpDesc) -> None:
+    out = one_var(cx, op, "Out", outputs=True)
+    xv = one_var(cx, op, "X")
+    axis = axis_attribute(cx, op, "axis", cx.rank_of(xv), -1)
+    define_out(cx, op, cx.add("Softmax", [cx.value(xv)], {"axis": axis}, name=out))
+
+
+@CONVERTERS.register("gelu")
+def _gelu(cx, op: OpDesc) -> None:
+    """GELU from standard ops (ONNX's Gelu is opset 20): approximate False, the exact
+    0.5 x (1 + erf(x / sqrt 2)); True, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))."""
+    out = one_var(cx, op, "Out", outputs=True)
+    x = cx.value(one_var(cx, op, "X"))
+
+    def const(value: float, what: str) -> ir.Value:
+        return scalar_like(cx, value, x, f"{out}/{what}", what)
+
+    if attribute(cx, op, "approximate", "bool", False):
+        cube = cx.add("Mul", [cx.add("Mul", [x, x], name=f"{out}/x2"), x], name=f"{out}/x3")
+        inner = cx.add(
+            "Add",
+            [x, cx.add("Mul", [cube, const(0.044715, "c")], name=f"{out}/cx3")],
+            name=f"{out}/inner",
+        )
+        scaled = cx.add("Mul", [inner, const(math.sqrt(2 / math.pi), "k")], name=f"{out}/arg")
+        curve = cx.add("Tanh", [scaled], name=f"{out}/tanh")
+    else:
+        scaled = cx.add("Mul", [x, const(math.sqrt(0.5), "k")], name=f"{out}/arg")
+        curve = cx.add("Erf", [scaled], name=f"{out}/erf")
+    one_plus = cx.add("Add", [curve, const(1.0, "one")], name=f"{out}/1p")
+    half_x = cx.add("Mul", [x, const(0.5, "half")], name=f"{out}/half_x")
+    define_out(cx, op, cx.add("Mul", [half_x, one_plus], name=out))

@@ -1,0 +1,1 @@
+"""Tests of the frontends (one folder each) and of what they share."""
