@@ -22,9 +22,11 @@ import onnx_ir as ir
 from fusebridge import conventions
 
 # The gate order of the frameworks' packings, as positions into it of the canonical gates.
-# Paddle's rnn, MXNet's RNN and torch pack a GRU's gates (r, z, n) and an LSTM's (i, f, c, o).
+# Paddle's rnn, MXNet's RNN and torch pack a GRU's gates (r, z, n) and an LSTM's (i, f, c, o);
+# Paddle's legacy lstm op packs (c, i, f, o).
 GRU_RZN = (1, 0, 2)
 LSTM_IFCO = (0, 3, 1, 2)
+LSTM_CIFO = (1, 3, 2, 0)
 SAME_ORDER = {1: (0,), 3: (0, 1, 2), 4: (0, 1, 2, 3)}
 
 
@@ -106,27 +108,30 @@ def stack_layers(
     states: Sequence[ir.Value],
     build: LayerBuilder,
     name: str,
-) -> tuple[ir.Value, list[ir.Value]]:
+    last_name: str | None = None,
+) -> tuple[ir.Value, list[list[ir.Value]]]:
     """Layer after layer, each fed the previous one's output and its own rows of each initial
-    state (`states`: [L*D, N, H] each, h then c for an LSTM); the last layer's output is named
-    `name`. The final states, one [L*D, N, H] value for each initial one (or each the layers
-    return, where no initial state is given), layers in order."""
+    state (`states`: [L*D, N, H] each, h then c for an LSTM); layer k is named `name/lk`, the
+    last one `last_name` where given. The final states: for each that the layers return (h,
+    then c), each layer's [D, N, H] in order (concat_layers makes the [L*D, N, H] value where
+    it is read)."""
     finals: list[list[ir.Value]] = []
     for k, p in enumerate(layers):
         d, hidden = p.directions, p.hidden
         initial = [
             layer_state(b, s, k, d, hidden, f"{name}/l{k}/state{i}") for i, s in enumerate(states)
         ]
-        x, lasts = build(
-            b, x, lengths, p, initial, name if k == len(layers) - 1 else f"{name}/l{k}"
-        )
+        layer_name = last_name if last_name and k == len(layers) - 1 else f"{name}/l{k}"
+        x, lasts = build(b, x, lengths, p, initial, layer_name)
         finals += [[] for _ in range(len(lasts) - len(finals))]
         for i, last in enumerate(lasts):
             finals[i].append(last)
-    return x, [
-        parts[0] if len(parts) == 1 else b.add("Concat", parts, {"axis": 0}, name=f"{name}/final")
-        for parts in finals
-    ]
+    return x, finals
+
+
+def concat_layers(b: Builder, parts: Sequence[ir.Value], name: str) -> ir.Value:
+    """The layers' final states [D, N, H] as the framework's one [L*D, N, H] state."""
+    return parts[0] if len(parts) == 1 else b.add("Concat", list(parts), {"axis": 0}, name=name)
 
 
 def fusion_gru_layer(attrs: dict[str, object]) -> LayerBuilder:

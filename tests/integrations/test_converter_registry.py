@@ -13,12 +13,8 @@ import onnx_ir as ir
 import pytest
 
 import fusebridge as fb
-from fusebridge.integrations.converters import (
-    ConverterRegistry,
-    ir_node_label,
-    node_label,
-    qualified_op,
-)
+from fusebridge.graph.checks import qualified_op
+from fusebridge.integrations.converters import ConverterRegistry, ir_node_label, node_label
 from fusebridge.integrations.mxnet.converters import CONVERTERS as MXNET_CONVERTERS
 from fusebridge.integrations.mxnet.emitters import WRITERS as MXNET_WRITERS
 from fusebridge.integrations.mxnet.load import SymbolConverter

@@ -27,14 +27,36 @@ def mxnet_rnn_params_to_canonical(
     num_layers: int = 1,
     bidirectional: bool = False,
 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-    """MXNet RNN(mode='gru') flat parameter vector -> [(wx, wh, bias, bias_h)] per layer.
+    """MXNet RNN(mode='gru') flat parameter vector -> [(wx, wh, bias, bias_h)] per layer
+    (FusionGRU's inputs); mxnet_gru_params gives the toolkit's LayerWeights."""
+    sizes = (input_size, hidden_size, num_layers, bidirectional)
+    layers = _gru_layers(params, *sizes, "mxnet_rnn_params_to_canonical")
+    return [layer.fusion_gru() for layer in layers]
+
+
+def mxnet_gru_params(
+    params: np.ndarray,
+    *,
+    input_size: int,
+    hidden_size: int,
+    num_layers: int = 1,
+    bidirectional: bool = False,
+) -> list[LayerWeights]:
+    """MXNet RNN(mode='gru') flat parameter vector -> the layers' canonical weights."""
+    sizes = (input_size, hidden_size, num_layers, bidirectional)
+    return _gru_layers(params, *sizes, "mxnet_gru_params")
+
+
+def _gru_layers(
+    params: np.ndarray, input_size, hidden_size, num_layers, bidirectional, op: str
+) -> list[LayerWeights]:
+    """The layers of the flat vector (`op`: the function called, for messages).
 
     MXNet 1.9.1's layout: all weights, then all biases; per layer, per
     direction (forward, backward): W_i2h [3H, I_l] then W_h2h [3H, H] row-major, and b_i2h [3H],
     b_h2h [3H] in the same order; gate rows (r, z, n); I_0 = input_size, I_l = D*H after.
     MXNet's recurrence is the canonical one with linear_before_reset=True and origin_mode=True
     (h' = (1 - z) * n + z * h), z being our update gate and n our candidate."""
-    op = "mxnet_rnn_params_to_canonical"
     params = as_float_array(params, op, "params")
     ic = _positive(input_size, op, "input_size")
     h = _positive(hidden_size, op, "hidden_size")
@@ -49,19 +71,11 @@ def mxnet_rnn_params_to_canonical(
             f"{'bidirectional' if bidirectional else 'one direction'}, input_size {ic}, "
             f"hidden_size {h}, got shape {params.shape}"
         )
-    return [layer.fusion_gru() for layer in mxnet_gru_layers(params, inputs, h, dirs, n_weights)]
-
-
-def mxnet_gru_layers(
-    params: np.ndarray, inputs: list[int], h: int, dirs: int, n_weights: int
-) -> list[LayerWeights]:
-    """The layers of a checked flat vector (inputs: each layer's input size; n_weights: where
-    the biases start) in the recurrence toolkit's canonical form."""
 
     def take(start: int, shape: tuple[int, ...]) -> np.ndarray:
         return params[start : start + int(np.prod(shape))].reshape(shape)
 
-    layers = []
+    result = []
     w_at, b_at = 0, n_weights  # where the next weight and the next bias start
     for i in inputs:
         blocks = []
@@ -70,5 +84,5 @@ def mxnet_gru_layers(
             w_at += 3 * h * (i + h)
             blocks.append((w_ih, w_hh, take(b_at, (3 * h,)), take(b_at + 3 * h, (3 * h,))))
             b_at += 6 * h
-        layers.append(LayerWeights.from_blocks(blocks, GRU_RZN))
-    return layers
+        result.append(LayerWeights.from_blocks(blocks, GRU_RZN))
+    return result

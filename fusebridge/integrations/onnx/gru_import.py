@@ -13,6 +13,7 @@ from fusebridge.errors import ModelFormatError, UnsupportedOpError
 from fusebridge.graph.builder import OpBuilder
 from fusebridge.integrations.onnx.import_passes import constant, is_used, where
 from fusebridge.ops.gru import ONNX_ACTIVATIONS
+from fusebridge.ops.recurrence import LayerWeights
 
 _ACTIVATIONS = {onnx_name: ours for ours, onnx_name in ONNX_ACTIVATIONS.items()}
 
@@ -139,13 +140,11 @@ def import_gru(op: OpBuilder, node: ir.Node) -> list[ir.Value | None]:
     # Refused only once the node is known well formed: a malformed file is an error.
     if node.attributes.get("clip") is not None:
         raise UnsupportedOpError(f"{where(node)}: clip is not supported by the fused GRU")
+    # ONNX's gates (z, r, h) are the canonical ones: the toolkit only lays them out.
+    layer = LayerWeights(w, r, b[:, : 3 * oc], b[:, 3 * oc :])
     weights = [
-        op.const(np.ascontiguousarray(a.transpose(0, 2, 1), np.float32), hint)
-        for a, hint in ((w, "wx"), (r, "wh"))
-    ]
-    biases = [
-        op.const(np.ascontiguousarray(half, np.float32), hint)
-        for half, hint in ((b[:, : 3 * oc], "bias"), (b[:, 3 * oc :], "bias_h"))
+        op.const(np.ascontiguousarray(a, np.float32), hint)
+        for a, hint in zip(layer.fusion_gru(), ("wx", "wh", "bias", "bias_h"))
     ]
     y_onnx, yh_onnx = (list(node.outputs) + [None, None])[:2]
     attrs = {
@@ -160,7 +159,7 @@ def import_gru(op: OpBuilder, node: ir.Node) -> list[ir.Value | None]:
         h0 = op.Transpose(h0, perm=[1, 0, 2])
     outs = op.op_multi_out(
         "FusionGRU",
-        [x, lens, *weights, *biases, h0],
+        [x, lens, *weights, h0],
         attrs,
         domain=conventions.DOMAIN,
         num_outputs=2 if is_used(yh_onnx) else 1,

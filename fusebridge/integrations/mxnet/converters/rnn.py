@@ -1,9 +1,8 @@
 """MXNet's fused RNN op, mode gru, as our FusionGRU: one per layer, the flat parameter vector
-unpacked by rnn_params.py."""
+unpacked by rnn_params.py, the layers stacked by the recurrence toolkit (ops/recurrence.py)."""
 
 from __future__ import annotations
 
-from fusebridge import conventions
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.mxnet.converters.common import (
     CONVERTERS,
@@ -11,8 +10,9 @@ from fusebridge.integrations.mxnet.converters.common import (
     positive_attribute,
 )
 from fusebridge.integrations.mxnet.converters.sequence import checked_lengths
-from fusebridge.integrations.mxnet.rnn_params import mxnet_rnn_params_to_canonical
+from fusebridge.integrations.mxnet.rnn_params import mxnet_gru_params
 from fusebridge.integrations.mxnet.symbol import MXNode
+from fusebridge.ops import recurrence
 
 
 @CONVERTERS.register("RNN")
@@ -52,7 +52,7 @@ def _rnn(cx, node: MXNode) -> None:
             f"{hidden}{', bidirectional' if bidirectional else ''}"
         )
     cx.spend(params.nbytes)
-    weights = mxnet_rnn_params_to_canonical(
+    weights = mxnet_gru_params(
         params.reshape(-1),
         input_size=input_size,
         hidden_size=hidden,
@@ -60,43 +60,13 @@ def _rnn(cx, node: MXNode) -> None:
         bidirectional=bidirectional,
     )
     entry = node.inputs[2]
-    state = None if entry in cx.zero_states else cx.input(2)
+    states = [] if entry in cx.zero_states else [cx.input(2)]
     x = cx.input(0)
     lengths = checked_lengths(cx, 3, x, 0) if use_lengths else None
-    attrs = {
-        "direction": "bidirectional" if bidirectional else "forward",
-        "linear_before_reset": 1,
-        "origin_mode": 1,
-        "layout": "tnc",
-    }
-    lasts = []
-    for layer, (wx, wh, b, bh) in enumerate(weights):
-        h0 = None
-        if state is not None:
-            h0 = cx.add(
-                "Slice",
-                [
-                    state,
-                    cx.ints([layer * d], "start"),
-                    cx.ints([(layer + 1) * d], "end"),
-                    cx.ints([0], "axis0"),
-                ],
-            )
-        tensors = [
-            cx.const(a, f"{node.name}/l{layer}/{k}")
-            for a, k in ((wx, "wx"), (wh, "wh"), (b, "bias"), (bh, "bias_h"))
-        ]
-        outs = cx.add(
-            "FusionGRU",
-            [x, lengths, *tensors, h0],
-            attrs,
-            domain=conventions.DOMAIN,
-            num_outputs=2,
-            name=f"{node.name}/l{layer}",
-        )
-        x, last = outs
-        lasts.append(last)
+    attrs = {"linear_before_reset": 1, "origin_mode": 1, "layout": "tnc"}
+    build = recurrence.fusion_gru_layer(attrs)
+    y, finals = recurrence.stack_layers(cx, x, lengths, weights, states, build, node.name)
     if cx.attr("state_outputs", "bool", False):
-        cx.define(x, cx.add("Concat", lasts, {"axis": 0}) if len(lasts) > 1 else lasts[0])
+        cx.define(y, recurrence.concat_layers(cx, finals[0], f"{node.name}/state"))
     else:
-        cx.define(x)
+        cx.define(y)

@@ -28,11 +28,9 @@ from fusebridge.integrations.paddle.converters.common import (
     one_var,
     optional_var,
 )
-from fusebridge.integrations.paddle.converters.rnn import reorder_gates
 from fusebridge.integrations.paddle.program_desc import OpDesc
+from fusebridge.ops.recurrence import LSTM_CIFO, reorder_gates
 
-# Paddle's gate blocks (c, i, f, o) in ONNX's order (i, o, f, c).
-_ONNX_FROM_PADDLE = (1, 3, 2, 0)
 # Paddle's activation names -> ONNX's (identity as Affine(1, 0), which ONNX Runtime runs).
 _ACTIVATIONS = {
     "sigmoid": ("Sigmoid", None),
@@ -65,7 +63,7 @@ def _activations(cx, op: OpDesc) -> dict[str, object]:
 
 def _onnx_gates(a: np.ndarray) -> np.ndarray:
     """The (c, i, f, o) blocks of a [..., 4H] array in ONNX's (i, o, f, c) order."""
-    return reorder_gates(a, _ONNX_FROM_PADDLE, axis=-1)
+    return reorder_gates(a, LSTM_CIFO, axis=-1)
 
 
 def _state(cx, op: OpDesc, slot: str, hidden: int, out: str) -> ir.Value | None:

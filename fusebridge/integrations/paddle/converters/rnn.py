@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import conventions
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.paddle.converters.common import (
     CONVERTERS,
@@ -27,51 +26,45 @@ from fusebridge.integrations.paddle.converters.common import (
     slot_names,
 )
 from fusebridge.integrations.paddle.program_desc import OpDesc
+from fusebridge.ops import recurrence
 
 _GATES = {"GRU": 3, "LSTM": 4, "RNN_TANH": 1, "RNN_RELU": 1}
-# Paddle's gate blocks -> ours / ONNX's: GRU (r, z, c) -> (u = z, r, c); LSTM (i, f, c, o) ->
-# ONNX (i, o, f, c).
-_GATE_ORDER = {"GRU": (1, 0, 2), "LSTM": (0, 3, 1, 2), "RNN_TANH": (0,), "RNN_RELU": (0,)}
+# Paddle's gate blocks, GRU (r, z, c) and LSTM (i, f, c, o), in the toolkit's terms.
+_ORDER = {
+    "GRU": recurrence.GRU_RZN,
+    "LSTM": recurrence.LSTM_IFCO,
+    "RNN_TANH": recurrence.SAME_ORDER[1],
+    "RNN_RELU": recurrence.SAME_ORDER[1],
+}
 
 
-def reorder_gates(a: np.ndarray, order: tuple[int, ...], axis: int = 0) -> np.ndarray:
-    """a's len(order) equal gate blocks along `axis`, in the order `order` picks them."""
-    blocks = np.split(a, len(order), axis=axis)
-    return np.concatenate([blocks[g] for g in order], axis=axis)
-
-
-def _gates(a: np.ndarray, mode: str) -> np.ndarray:
-    """The gate blocks of a [G*H, ...] weight or [G*H] bias in our / ONNX's order."""
-    return reorder_gates(a, _GATE_ORDER[mode])
-
-
-class _Layer:
-    """The parameters of one layer, checked against the op's sizes: w, r [D, G*H, in / H] and
-    b, bh [D, G*H], gates in our / ONNX's order."""
-
-    def __init__(self, cx, op: OpDesc, names: tuple[str, ...], layer: int, sizes: tuple) -> None:
-        mode, d, layers, hidden, in_size = sizes
-        g = _GATES[mode]
-        per = 2 * layers * d  # weights, then biases
-        parts: dict[str, list[np.ndarray]] = {"w": [], "r": [], "b": [], "bh": []}
-        for direction in range(d):
-            k = 2 * (layer * d + direction)
-            for slot, offset, shape in (
-                ("w", k, (g * hidden, in_size)),
-                ("r", k + 1, (g * hidden, hidden)),
-                ("b", per + k, (g * hidden,)),
-                ("bh", per + k + 1, (g * hidden,)),
-            ):
-                var = names[offset]
-                value = cx.param(var)
-                if value.shape != shape or value.dtype != np.float32:
-                    raise ModelFormatError(
-                        f"{cx.where()}: WeightList[{offset}] {var!r} is {value.dtype} "
-                        f"{list(value.shape)}, expected float32 {list(shape)} (layer {layer}, "
-                        f"direction {direction})"
-                    )
-                parts[slot].append(_gates(value, mode))
-        self.w, self.r, self.b, self.bh = (np.stack(parts[s]) for s in ("w", "r", "b", "bh"))
+def _layer(cx, names: tuple[str, ...], layer: int, sizes: tuple) -> recurrence.LayerWeights:
+    """One layer's parameters from the WeightList (all weights, then all biases, each by
+    (layer, direction), ih before hh), checked against the op's sizes."""
+    mode, d, layers, hidden, in_size = sizes
+    g = _GATES[mode]
+    per = 2 * layers * d  # weights, then biases
+    blocks = []
+    for direction in range(d):
+        k = 2 * (layer * d + direction)
+        arrays = []
+        for offset, shape in (
+            (k, (g * hidden, in_size)),
+            (k + 1, (g * hidden, hidden)),
+            (per + k, (g * hidden,)),
+            (per + k + 1, (g * hidden,)),
+        ):
+            var = names[offset]
+            value = cx.param(var)
+            if value.shape != shape or value.dtype != np.float32:
+                raise ModelFormatError(
+                    f"{cx.where()}: WeightList[{offset}] {var!r} is {value.dtype} "
+                    f"{list(value.shape)}, expected float32 {list(shape)} (layer {layer}, "
+                    f"direction {direction})"
+                )
+            arrays.append(value)
+        blocks.append(tuple(arrays))
+    return recurrence.LayerWeights.from_blocks(blocks, _ORDER[mode])
 
 
 @CONVERTERS.register("rnn", lod=None)
@@ -119,71 +112,46 @@ def _rnn(cx, op: OpDesc) -> None:
     lengths_var = optional_var(cx, op, "SequenceLength")
     lengths = cx.value(lengths_var) if lengths_var else None
     in_size = cx.param(weights[0]).shape[-1] if weights else 0
-    y = cx.value(xv)
-    finals: list[list[ir.Value]] = [[] for _ in states]
-    for layer in range(layers):
-        sizes = (mode, d, layers, hidden, in_size if layer == 0 else d * hidden)
-        params = _Layer(cx, op, weights, layer, sizes)
-        initial = [
-            _layer_state(cx, cx.value(s), layer, d, hidden, f"{out}/l{layer}s{k}")
-            for k, s in enumerate(states)
-        ]
-        name = out if layer == layers - 1 else f"{out}/l{layer}"
-        build = _gru_layer if mode == "GRU" else _onnx_layer
-        y, last = build(cx, mode, y, lengths, params, initial, d, hidden, name)
-        for k, value in enumerate(last):
-            finals[k].append(value)
+    params = [
+        _layer(cx, weights, k, (mode, d, layers, hidden, in_size if k == 0 else d * hidden))
+        for k in range(layers)
+    ]
+    initial = [cx.value(s) for s in states]
+    if mode == "GRU":
+        attrs = {"linear_before_reset": 1, "origin_mode": 1, "layout": "tnc"}
+        build = recurrence.fusion_gru_layer(attrs)
+    else:
+        build = _onnx_layer(mode)
+    y, finals = recurrence.stack_layers(
+        cx, cx.value(xv), lengths, params, initial, build, out, last_name=out
+    )
     cx.define(out, y)
     state_vars = slot_names(op, "State", outputs=True)
-    for k, var in enumerate(state_vars[: len(finals)]):
-        if var in cx.read and finals[k]:
-            parts = finals[k]
-            value = parts[0] if len(parts) == 1 else cx.add("Concat", parts, {"axis": 0}, name=var)
-            cx.define(var, value)
+    for var, parts in zip(state_vars, finals[: len(states)]):
+        if var in cx.read:
+            cx.define(var, recurrence.concat_layers(cx, parts, var))
 
 
-def _layer_state(cx, state: ir.Value, layer: int, d: int, hidden: int, name: str) -> ir.Value:
-    """Rows layer*d .. layer*d + d of a [L*D, N, H] state, typed [D, N, H]: the zero-state rule
-    needs H0's shape, which ONNX's inference cannot tell through nn.GRU's ConstantOfShape of a
-    computed shape."""
-    begin, end = cx.ints([layer * d], f"{name}/b"), cx.ints([layer * d + d], f"{name}/e")
-    rows = cx.add("Slice", [state, begin, end, cx.ints([0], f"{name}/axis")], name=name)
-    rows.shape = ir.Shape([d, None, hidden])
-    return rows
+def _onnx_layer(mode: str) -> recurrence.LayerBuilder:
+    """ONNX LSTM / RNN, one per layer: Y [T, D, N, H] back to Paddle's [T, N, D*H]."""
 
+    def build(cx, x, lengths, p: recurrence.LayerWeights, initial, name: str):
+        d, hidden = p.directions, p.hidden
+        attrs = {"hidden_size": hidden, "direction": "bidirectional" if d == 2 else "forward"}
+        if mode != "LSTM":
+            attrs["activations"] = ["Tanh" if mode == "RNN_TANH" else "Relu"] * d
+        lens = cx.cast(lengths, ir.DataType.INT32, f"{name}/lens") if lengths is not None else None
+        bias = cx.const(p.onnx_bias(), f"{name}/B")
+        w, r = cx.const(p.w, f"{name}/W"), cx.const(p.r, f"{name}/R")
+        outputs = cx.add(
+            "LSTM" if mode == "LSTM" else "RNN",
+            [x, w, r, bias, lens, *initial],
+            attrs,
+            name=f"{name}/onnx",
+            num_outputs=3 if mode == "LSTM" else 2,
+        )
+        y4 = cx.add("Transpose", [outputs[0]], {"perm": [0, 2, 1, 3]}, name=f"{name}/tnd")
+        y = cx.add("Reshape", [y4, cx.ints([0, 0, d * hidden], f"{name}/shape")], name=name)
+        return y, list(outputs[1:])
 
-def _gru_layer(cx, mode, x, lengths, p: _Layer, initial, d, hidden, name):
-    wx = cx.const(np.ascontiguousarray(p.w.transpose(0, 2, 1)), f"{name}/wx")
-    wh = cx.const(np.ascontiguousarray(p.r.transpose(0, 2, 1)), f"{name}/wh")
-    attrs = {
-        "direction": "bidirectional" if d == 2 else "forward",
-        "linear_before_reset": 1,
-        "origin_mode": 1,
-        "layout": "tnc",
-    }
-    inputs = [x, lengths, wx, wh, cx.const(p.b, f"{name}/b"), cx.const(p.bh, f"{name}/bh")]
-    inputs.append(initial[0] if initial else None)
-    y, last = cx.add(
-        "FusionGRU", inputs, attrs, name=name, domain=conventions.DOMAIN, num_outputs=2
-    )
-    return y, [last]
-
-
-def _onnx_layer(cx, mode, x, lengths, p: _Layer, initial, d, hidden, name):
-    """ONNX LSTM / RNN: Y [T, D, N, H] back to Paddle's [T, N, D*H]."""
-    attrs = {"hidden_size": hidden, "direction": "bidirectional" if d == 2 else "forward"}
-    if mode != "LSTM":
-        attrs["activations"] = ["Tanh" if mode == "RNN_TANH" else "Relu"] * d
-    lens = cx.cast(lengths, ir.DataType.INT32, f"{name}/lens") if lengths is not None else None
-    bias = cx.const(np.concatenate([p.b, p.bh], axis=1), f"{name}/B")
-    inputs = [x, cx.const(p.w, f"{name}/W"), cx.const(p.r, f"{name}/R"), bias, lens, *initial]
-    outputs = cx.add(
-        "LSTM" if mode == "LSTM" else "RNN",
-        inputs,
-        attrs,
-        name=f"{name}/onnx",
-        num_outputs=3 if mode == "LSTM" else 2,
-    )
-    y4 = cx.add("Transpose", [outputs[0]], {"perm": [0, 2, 1, 3]}, name=f"{name}/tnd")
-    y = cx.add("Reshape", [y4, cx.ints([0, 0, d * hidden], f"{name}/shape")], name=name)
-    return y, list(outputs[1:])
+    return build
