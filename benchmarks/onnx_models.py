@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,11 +25,8 @@ import numpy as np
 import onnxruntime as ort
 
 from benchmarks.common import markdown_table
-
-TESTS = Path(__file__).resolve().parents[1] / "tests"
-sys.path.insert(0, str(TESTS))  # the fixtures' manifest and feeds, the models' error bounds
-import graph_bounds  # noqa: E402
-import shipped_onnx_fixtures as shipped  # noqa: E402
+from tests.helpers import graph_bounds  # the models' error bounds
+from tests.helpers import shipped_onnx_fixtures as shipped  # the fixtures' manifest and feeds
 
 BATCH = 16
 ROWS = {"batch1": "batch 1", "frame": "per frame", "batch16": "batch 16"}
@@ -49,8 +45,8 @@ def streamed(run: Callable[[dict], dict], frames: list[dict], state: list) -> Ca
 
 
 # Seconds of idle before each timed block: longer than ONNX Runtime's workers spin after a run
-# (about 40 ms of CPU on this VM, measured) and than the kernels' pool, so neither peer's block runs
-# against the other's spinning threads, as each runs on a user's machine. 0: back to back.
+# (docs/performance.md) and than the kernels' pool, so neither peer's block runs against the
+# other's spinning threads, as each runs on a user's machine. 0: back to back.
 SETTLE = 0.1
 
 
@@ -63,9 +59,9 @@ class Timing:
     cold: float
 
 
-# Seconds of calls a block lasts at least: a row of 10 us calls gets hundreds of calls a block,
-# not 10 right after the idle (where one run read 0.79x and the next 0.98x for two ONNX Runtime
-# sessions of the same nodes).
+# Seconds of calls a block lasts at least: a row of short calls gets hundreds of calls a block,
+# not 10 right after the idle (where two ONNX Runtime sessions of the same nodes read ratios far
+# from 1 that changed from run to run: docs/performance.md).
 MIN_BLOCK = 0.005
 
 

@@ -592,7 +592,8 @@ def _zeroed(target: Target) -> Iterator[tuple[str, dict, str]]:
     unnamed axis 0 (Paddle 3's batch) in every input, any other unnamed one in its input alone.
     Zero-size feeds may run or be refused by name, as the model's own runtime does (ONNX
     Runtime refuses a Reshape of an empty tensor to -1; MXNet symbols have no zero-size shapes):
-    tests/test_session_empty_inputs.py compares the results with ONNX Runtime's and Paddle's."""
+    tests/runtime/test_session_empty_inputs.py compares the results with ONNX Runtime's and
+    Paddle's."""
     import tempfile
 
     import fusebridge

@@ -5,6 +5,10 @@ from hypothesis import HealthCheck, settings
 
 from fusebridge import kernels
 
+# This folder is on sys.path (pytest's default "prepend" import mode puts a conftest's folder
+# there when the folder has no __init__.py): the tests import what they share as
+# `helpers.NAME` (tests/helpers/__init__.py).
+
 # each_isa is set once per test on purpose: every generated input runs on that ISA.
 SUPPRESSED = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 

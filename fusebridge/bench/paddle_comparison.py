@@ -97,7 +97,8 @@ def load_feeds(path: str | os.PathLike) -> Feeds:
 
 def best_and_median_ms(fn, repeat: int) -> tuple[float, float]:
     """The best and the median of `repeat` timed calls after a warm one. The best is what the
-    table compares: on a shared 2-core VM a run can be slowed 100x by the host for seconds."""
+    table compares: on a shared VM the host can slow a run many times over for seconds
+    (docs/performance.md, "Noisy host")."""
     fn()  # warm: primitives built, caches filled
     times = []
     for _ in range(repeat):

@@ -2,15 +2,17 @@
 order constraints each pass declares (runs_after) are checked when a pipeline is built, so that
 a pass can never run before one whose result it needs (Paddle suffers from a small fusion eating
 the ops a larger one needs, because its pass order is implicit); the graph is checked after
-each pass, so that a broken rewrite is named where it happened."""
+each pass, so that a broken rewrite is named where it happened. A fusebridge error a pass raises
+reaches the caller naming the pipeline and the pass (`pass_name`), whichever pass it was."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from fusebridge.errors import ArgumentError
+from fusebridge.errors import ArgumentError, Error, ModelFormatError
 from fusebridge.fuse_passes.dropout import (
     InferenceDropout,
     MatMulAddDropout,
@@ -73,9 +75,28 @@ class Pipeline:
         check_graph(model.graph, f"pipeline {self.name!r}")
         reports = []
         for step in self.passes:
-            reports.append(step(model).report)
-            check_graph(model.graph, f"pipeline {self.name!r}, after {step.name}")
+            try:
+                reports.append(step(model).report)
+            except Error as exc:
+                raise _raised_by_pass(exc, self.name, step.name) from exc
+            try:
+                check_graph(model.graph, f"pipeline {self.name!r}, after {step.name}")
+            except ModelFormatError as exc:  # named already; the broken graph is the pass's
+                exc.pipeline, exc.pass_name = self.name, step.name
+                raise
         return OptimizeReport(self.name, tuple(reports))
+
+
+def _raised_by_pass(exc: Error, pipeline: str, pass_name: str) -> Error:
+    """`exc`, raised by pass `pass_name` of `pipeline`, as the error its caller gets: of the same
+    type and attributes (a copy), the message starting "pipeline 'NAME', pass PASS: " (a message
+    that started with the pass's name says it once), the pipeline and the pass as attributes
+    `pipeline` and `pass_name`. The caller raises it from `exc`, which stays its __cause__."""
+    message = str(exc).removeprefix(f"{pass_name}: ")
+    named = copy.copy(exc)
+    named.args = (f"pipeline {pipeline!r}, pass {pass_name}: {message}",)
+    named.pipeline, named.pass_name = pipeline, pass_name
+    return named
 
 
 INFERENCE_RULES = (

@@ -92,8 +92,8 @@ def _output(out: object, shape: tuple[int, ...], op: str, *inputs: np.ndarray) -
 def _interned(cls: type, **fields: object) -> object:
     """The descriptor of these fields, built once: most calls repeat a geometry, and building
     the key is not the primitive cache's to save. Made by keyword, a bound descriptor costs
-    ~1.4 us against ~0.4 us for this lookup: 7-17% of a small matmul or softmax call (measured
-    with and without, interleaved, issue 16)."""
+    several times this lookup, a share of a small matmul or softmax call worth saving
+    (docs/performance.md, "Measurements behind the code")."""
     return cls(**fields)
 
 

@@ -20,10 +20,9 @@ from fusebridge.runtime.schedule import captured, ort_opsets
 from fusebridge.runtime.step import Step
 
 # A partition beside our kernels gets threads in a run where its MatMuls, Gemms and Convs do at
-# least this many multiply-adds (partition_work.py): about 0.1 ms on one thread here, against
-# the tens of microseconds that waking a second pool costs (a small partition on two threads
-# took 45 us instead of 25). The speech look-alike at 257 bins and 16 sequences (Conv 316 M,
-# MatMul 211 M multiply-adds): partitions 3.6 + 2.6 ms on one thread, 2.6 + 1.6 on two.
+# least this many multiply-adds (partition_work.py): enough work that a second thread saves more
+# than waking a second pool costs, which a small partition does not have (docs/performance.md,
+# "Measurements behind the code").
 THREADED_MIN_MACS = 1 << 23
 
 
@@ -176,9 +175,9 @@ def onnx_step(
         options.intra_op_num_threads = threads
         if not spin_after_run:
             # Beside our kernels, ONNX Runtime's workers spin between the parallel sections of
-            # one run (the speech look-alike's Conv partition took 2.26 ms so, 2.87 ms with
-            # workers that sleep between them), then stop when its run returns: left spinning
-            # (~40 ms), they would take a core from the kernel that runs next.
+            # one run (faster than workers that sleep between them: docs/performance.md), then
+            # stop when its run returns: left spinning, they would take a core from the kernel
+            # that runs next.
             options.add_session_config_entry("session.force_spinning_stop", "1")
         # Its errors reach the caller as ExecutionError: logged too, they would print twice.
         options.log_severity_level = 4

@@ -1,13 +1,13 @@
 """Axes of inference dropouts whose input rank is unknown until the model runs.
 
-An MXNet symbol declares no shapes, so `Dropout(axes=(99,))` on a rank-3 input cannot be
-refused at load, and the `inference_dropout` pass leaves such a dropout in the graph rather than
-fold its axes away unchecked. Run as a kernel step it would cut the ONNX Runtime partition
-around it (an MXNet tagger at batch 1: 68 us a run instead of 54), so the Session lowers it to
-what it computes (Identity, or Mul for downgrade_in_infer) inside that partition and checks its
-axes against the rank its input has: in the first run of each signature of input ranks of the
-step that makes it (onnx_partition.py asks ONNX Runtime for the value then), or at every run
-where a step of ours or an alias makes it (a dict look-up)."""
+An MXNet symbol declares no shapes, so `Dropout(axes=(99,))` on a rank-3 input cannot be refused at
+load, and the `inference_dropout` pass leaves such a dropout in the graph rather than fold its axes
+away unchecked. Run as a kernel step it would cut the ONNX Runtime partition around it, a slower run
+(docs/performance.md, "Measurements behind the code"), so the Session lowers it to what it computes
+(Identity, or Mul for downgrade_in_infer) inside that partition and checks its axes against the rank
+its input has: in the first run of each signature of input ranks of the step that makes it
+(onnx_partition.py asks ONNX Runtime for the value then), or at every run where a step of ours or an
+alias makes it (a dict look-up)."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
+from helpers.session_models import info, make_model
 from onnx import TensorProto, helper
-from session_models import info, make_model
 
 import fusebridge as fb
 from fusebridge import kernels, ops

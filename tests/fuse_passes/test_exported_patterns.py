@@ -14,9 +14,9 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from error_bounds import ONNXRUNTIME
-from graph_bounds import SESSION, check_outputs, output_bounds
-from gru_pattern_exports import EXPORTS, PatternExport, export
+from helpers.error_bounds import ONNXRUNTIME
+from helpers.graph_bounds import SESSION, check_outputs, output_bounds
+from helpers.gru_pattern_exports import EXPORTS, PatternExport, export
 
 import fusebridge as fb
 
@@ -39,7 +39,7 @@ def feeds_for(path, sizes, seed=0) -> dict[str, np.ndarray]:
 
 def assert_matches_onnxruntime(path, optimized, tmp_path) -> None:
     """Session on the optimized model and plain ORT on its portable export, both against ORT on
-    the original file, within both error bounds of the model (tests/graph_bounds.py)."""
+    the original file, within both error bounds of the model (tests/helpers/graph_bounds.py)."""
     portable = tmp_path / "portable.onnx"
     fb.save_onnx(optimized, portable, portable=True)
     session = fb.Session(optimized)

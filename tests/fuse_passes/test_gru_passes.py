@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 import pytest
-from graph_bounds import SESSION, check_outputs, output_bounds
+from helpers.graph_bounds import SESSION, check_outputs, output_bounds
 
 import fusebridge as fb
 from fusebridge import conventions, ops
@@ -93,7 +93,7 @@ def op_types(model):
 def assert_same_outputs(model, optimized, h0=False):
     f = feeds(h0)
     want = fb.Session(model, backend="reference").run(f)
-    bounds = output_bounds(model, f, (SESSION, SESSION))  # tests/graph_bounds.py
+    bounds = output_bounds(model, f, (SESSION, SESSION))  # tests/helpers/graph_bounds.py
     for backend in ("reference", "kernels"):
         check_outputs(fb.Session(optimized, backend=backend).run(f), want, bounds, backend)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import onnx_ir as ir
-from error_bounds import ONNXRUNTIME, assert_within
-from graph_bounds import output_bounds
+from helpers.error_bounds import ONNXRUNTIME, assert_within
+from helpers.graph_bounds import output_bounds
 
 import fusebridge as fb
 

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import onnx_ir as ir
 import pytest
-from session_models import training_step_model
+from helpers.session_models import training_step_model
 
 import fusebridge as fb
 from fusebridge.fuse_passes import (
@@ -86,8 +86,11 @@ class _DropsAProducer(FusePass):
 def test_the_graph_is_checked_after_each_pass():
     model = fb.load(assets.path("tagger"))
     pipeline = Pipeline("broken", [ExplicitRng(), _DropsAProducer(), RecomputeDropoutMask()])
-    with pytest.raises(fb.ModelFormatError, match=r"^pipeline 'broken', after drops_a_producer: "):
+    with pytest.raises(
+        fb.ModelFormatError, match=r"^pipeline 'broken', after drops_a_producer: "
+    ) as info:
         pipeline.apply(model)
+    assert (info.value.pipeline, info.value.pass_name) == ("broken", "drops_a_producer")
 
 
 def test_a_pipeline_reports_every_pass_in_order():

@@ -8,8 +8,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from error_bounds import assert_within
-from graph_bounds import SESSION, output_bounds
+from helpers.error_bounds import assert_within
+from helpers.graph_bounds import SESSION, output_bounds
 from onnx import TensorProto, helper, numpy_helper
 
 import fusebridge as fb

@@ -5,7 +5,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from error_bounds import gemm_error_bound
+from helpers.error_bounds import gemm_error_bound
 
 from fusebridge import ArgumentError, kernels
 from fusebridge.kernels import core

@@ -10,10 +10,10 @@ import functools
 
 import numpy as np
 import pytest
-from error_bounds import assert_within, path_score_bound
+from helpers.error_bounds import assert_within, path_score_bound
+from helpers.paddle_oracle import legacy_static, paddle_or_skip
 from hypothesis import given
 from hypothesis import strategies as st
-from paddle_oracle import legacy_static, paddle_or_skip
 
 from fusebridge import ArgumentError, ArgumentTypeError, kernels
 from fusebridge.kernels import reference

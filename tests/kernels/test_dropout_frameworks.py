@@ -3,7 +3,7 @@ generators), so these compare what each mode does with the kept and dropped elem
 
 import numpy as np
 import pytest
-from error_bounds import U, assert_within
+from helpers.error_bounds import U, assert_within
 
 from fusebridge import kernels
 from fusebridge.kernels.reference import unpack_mask

@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 import pytest
-from error_bounds import gemm_error_bound
+from helpers.error_bounds import gemm_error_bound
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

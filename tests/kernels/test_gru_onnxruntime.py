@@ -20,8 +20,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from error_bounds import FUSEBRIDGE, ONNXRUNTIME, assert_within, padded_gru_bound
-from gru_impls import _kernel, impl_fixture  # noqa: F401  (fixture `impl`)
+from helpers.error_bounds import FUSEBRIDGE, ONNXRUNTIME, assert_within, padded_gru_bound
+from helpers.gru_impls import _kernel, impl_fixture  # noqa: F401  (fixture `impl`)
 from onnx import TensorProto, helper
 
 T, N, IC, H = 6, 4, 5, 3
@@ -116,7 +116,7 @@ def run_both(impl, feeds, direction, linear_before_reset, layout="tnc", **acts):
     # Y [T, D, N, H] -> ours [T, N, D*H], forward half first.
     expected = y.transpose(0, 2, 1, 3).reshape(T, N, d * H)
     # Both within their error bounds of the formula (the reference's own error, in float64, is
-    # nil next to them): tests/error_bounds.py.
+    # nil next to them): tests/helpers/error_bounds.py.
     args = (x, feeds["W"].transpose(0, 2, 1), feeds["R"].transpose(0, 2, 1), feeds["B"][:, : 3 * H])
     kw = dict(
         bias_h=feeds["B"][:, 3 * H :],

@@ -3,7 +3,7 @@ the reference GRU run both ways."""
 
 import numpy as np
 import pytest
-from paddle_gru_op import offsets_of
+from helpers.paddle_gru_op import offsets_of
 
 from fusebridge import ArgumentError
 from fusebridge.kernels import negate_update_gate, reference

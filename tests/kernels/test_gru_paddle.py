@@ -6,9 +6,9 @@ import itertools
 
 import numpy as np
 import pytest
-from error_bounds import FUSEBRIDGE, PADDLE, assert_within, gru_bound
-from gru_impls import _kernel, impl_fixture  # noqa: F401  (fixture `impl`)
-from paddle_gru_op import offsets_of, paddle_gru
+from helpers.error_bounds import FUSEBRIDGE, PADDLE, assert_within, gru_bound
+from helpers.gru_impls import _kernel, impl_fixture  # noqa: F401  (fixture `impl`)
+from helpers.paddle_gru_op import offsets_of, paddle_gru
 
 from fusebridge.integrations.paddle.weight_layouts import paddle_weight_h_to_canonical
 
@@ -60,7 +60,7 @@ def check(impl, seed, *, has_h0, is_reverse, origin_mode, activation, gate_activ
         gate_activation=gate_activation,
     )
     assert hidden.shape == expected.shape == (sum(LENGTHS), OC)
-    # Each within its error bound of the formula (tests/error_bounds.py): Paddle's, and the
+    # Each within its error bound of the formula (tests/helpers/error_bounds.py): Paddle's, and the
     # kernel's (the float64 reference's own is nil next to them).
     bound = sum(
         gru_bound(

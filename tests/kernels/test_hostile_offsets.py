@@ -5,7 +5,7 @@ any size is computed from them."""
 
 import numpy as np
 import pytest
-from bounded_memory import run_calls_limited
+from helpers.bounded_memory import run_calls_limited
 
 from fusebridge import ArgumentError, Error, kernels
 from fusebridge.kernels import core, reference

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from python_under_test import run_python
+from helpers.python_under_test import run_python
 
 import fusebridge as fb
 from fusebridge import kernels

@@ -6,7 +6,7 @@ error; any other dtype, shape or layout is a fusebridge error, never nanobind's.
 
 import numpy as np
 import pytest
-from compiled_primitives import dropout_primitive
+from helpers.compiled_primitives import dropout_primitive
 
 from fusebridge import ArgumentError, Error, kernels
 from fusebridge.integrations.mxnet.rnn_params import mxnet_rnn_params_to_canonical

@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 import pytest
-from bounded_memory import run_calls_limited
-from compiled_primitives import dropout_primitive
+from helpers.bounded_memory import run_calls_limited
+from helpers.compiled_primitives import dropout_primitive
 
 from fusebridge import ArgumentError, kernels
 from fusebridge.kernels.arguments import MAX_BUFFER_BYTES

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import pytest
-from python_under_test import run_python
+from helpers.python_under_test import run_python
 
 from fusebridge import ArgumentError, ArgumentTypeError, kernels
 from fusebridge.kernels import core

@@ -10,7 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from python_under_test import run_python
+from helpers.python_under_test import run_python
 
 from fusebridge import kernels
 

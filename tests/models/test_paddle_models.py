@@ -8,9 +8,9 @@ import sys
 
 import numpy as np
 import pytest
-from error_bounds import PADDLE, assert_within, softmax_sum_bound
-from graph_bounds import output_bounds
-from paddle_oracle import run_executor
+from helpers.error_bounds import PADDLE, assert_within, softmax_sum_bound
+from helpers.graph_bounds import output_bounds
+from helpers.paddle_oracle import run_executor
 
 import fusebridge as fb
 from fusebridge.models import build_assets, paddle_models

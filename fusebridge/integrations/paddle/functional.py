@@ -24,8 +24,8 @@ def _key_tensor(key: Key, op: str) -> Any:
     k = check_key(key, op)
     # Not paddle.to_tensor: Paddle 3.3's Tensor(ndarray) keeps one list alive per tensor it
     # makes (a training loop of a million steps would keep a million; fuzz/soak.py found it),
-    # and paddle.assign rounds int64 through floats. Two fills are exact and keep nothing
-    # (28 us a key against 20).
+    # and paddle.assign rounds int64 through floats. Two fills are exact and keep nothing (a
+    # little slower: docs/performance.md).
     words = [paddle.full([1], as_int64(v), "int64") for v in (k.seed, k.offset)]
     return paddle.concat(words)
 

@@ -1,7 +1,7 @@
 // Buffers the vector kernels stream, on 64-byte boundaries (a cache line, one AVX-512 vector),
 // as oneDNN allocates its own. malloc gives 16 bytes: a 64-byte load from 16 bytes past a line
-// reads two lines (the GRU's two-pass step at hidden 512 ran 33-61% slower with its packed
-// weights so placed).
+// reads two lines (the GRU's two-pass step at hidden 512 ran much slower with its packed
+// weights so placed: docs/performance.md, "Measurements behind the code").
 #pragma once
 #include <cstddef>
 #include <new>

@@ -152,9 +152,9 @@ GruPrimitive::Owners GruPrimitive::owners(const GruPlan& p) const {
     const double fma = double(p.words_) * D * d_.oc * 3.0 * d_.oc;
     const int64_t by_work = std::max<int64_t>(1, int64_t(fma / kMinFmaPerOwner));
     // Each owner streams its direction's whole Wh every step, past its L2 from hidden ~290 on:
-    // at hidden 512 (3 MB) that ran as fast as the split by hidden units on this machine (one
-    // GRU, I=256 N=16 T=100, 2 threads: recurrence 6.9-7.4 ms either way), and no step of it
-    // waits for another thread.
+    // at hidden 512 (3 MB) that ran as fast as the split by hidden units on this machine
+    // (docs/performance.md, "Measurements behind the code"), and no step of it waits for
+    // another thread.
     const int nt = int(std::min<int64_t>({avail, units, by_work}));
     return nt < 2 ? Owners{1, 1} : Owners{nt, classes};
 }

@@ -25,11 +25,9 @@ constexpr int VW = 4, kRegs = 16;  // the x86-64 baseline (SSE2)
 // accumulators, G weight vectors, a broadcast): every further tile of a step reads the block's
 // weights again, so KU stays as small as hides the FMA latency (2 ports x 4 cycles want 8
 // independent chains) with a few rows, and on AVX-512 5 to 8 rows take one tile of 8. A lone
-// row takes two blocks at once instead (kPairRows below). Against the KU = 2 (3, 6) for 3 (2,
-// 1) gates and tiles of 4 (4, 5) rows AVX-512 had before, at hidden 512 on one thread, a step
-// of 5-8 rows took 3-23% less time in the one-pass form and 12-24% less in the two-pass form,
-// of 16 rows the same and 18% less, of 1-4 rows -21% to +5%; benchmarks.gru_builds: median
-// 8% less over its cases (with the weights' alignment, aligned.hpp).
+// row takes two blocks at once instead (kPairRows below). These tiles are faster than the KU = 2
+// (3, 6) for 3 (2, 1) gates and tiles of 4 (4, 5) rows AVX-512 had before at most row counts
+// (docs/performance.md, "Measurements behind the code").
 template <int G>
 struct Tiling {
     static constexpr int KU = G == 1 ? 2 : 1;
@@ -76,11 +74,10 @@ static inline V clamp_below(V x, V lo) { return x < lo ? lo : x; }
 
 // A weight vector that every row of a tile multiplies. GCC folds such loads into the FMAs
 // (a memory operand each) at some tile sizes even where the registers would hold them, and
-// then loads each weight once per row: at hidden 512 on AVX-512, the two-pass form took 50 us
-// a step for 3 rows and 135-140 us for 16, against 41 and 126-129 us with the loads in
-// registers (same bits). Where the tile's sums and two steps' weights fit the registers, the
-// load goes to a register of its own (an asm GCC cannot fold); else GCC chooses, which beats
-// spilling.
+// then loads each weight once per row, slower than the loads in registers (same bits;
+// docs/performance.md, "Measurements behind the code"). Where the tile's sums and two steps'
+// weights fit the registers, the load goes to a register of its own (an asm GCC cannot fold);
+// else GCC chooses, which beats spilling.
 template <bool kInRegister>
 static inline V load_to_register(const float* p) {
 #if defined(__AVX__)
@@ -198,8 +195,7 @@ constexpr int subvectors() {
 }
 // The most rows for which a tile takes two whole blocks in one product (AVX-512, where a block
 // is one vector; 0 elsewhere): twice the independent sums of a lone row. Not for 2 or 3 rows,
-// which ran slower so (42 and 62 us a step at hidden 512, against 33 and 35 one block at a
-// time).
+// which ran slower so than one block at a time (docs/performance.md).
 constexpr int kPairRows = kGruBlock == VW ? 1 : 0;
 
 // For NB consecutive blocks from `block` of a matrix packed with K = kdim rows: the products of

@@ -26,8 +26,8 @@ static Isa detect_isa() {
     return avx512 ? Isa::avx512 : Isa::avx2;
 }
 
-// cpuid traps to the hypervisor in a VM (about 15 us each on the test machine), and every
-// descriptor checks its ISA when made: the CPU is asked once.
+// cpuid traps to the hypervisor in a VM (slow: docs/performance.md), and every descriptor
+// checks its ISA when made: the CPU is asked once.
 Isa best_isa() {
     static const Isa best = detect_isa();
     return best;

@@ -24,7 +24,8 @@ constexpr int64_t kMaxParts = (int64_t(1) << 31) - 1;
 constexpr uint64_t kPartMask = 0xFFFFFFFFu;
 // How long a worker keeps looking for the next job before it sleeps: long enough to span the
 // gaps inside a model's run (an ONNX Runtime partition between two GRUs, a GRU's steps), short
-// enough to leave the core to others soon after (ONNX Runtime spins ~40 ms, libgomp ~ms).
+// enough to leave the core to others soon after (ONNX Runtime's and libgomp's workers spin
+// longer).
 constexpr auto kSpin = std::chrono::microseconds(1000);
 
 thread_local bool t_in_job = false;  // a pool worker, or a caller inside its own job

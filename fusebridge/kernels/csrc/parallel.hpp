@@ -3,9 +3,10 @@
 //
 // Why not OpenMP (which the kernels used before): a parallel region ends at a barrier that every
 // thread of the team must reach, so one worker the OS has not scheduled yet holds the whole call.
-// On a VM a worker asleep for 100 ms took 10 ms to wake (the host had parked its vCPU): the
-// first call after idle cost 11 ms instead of 0.1. Another runtime's spinning pool on the same
-// cores (ONNX Runtime spins about 40 ms after a run) stalls the barriers the same way. Here the
+// On a VM a worker asleep for a while can take far longer to wake than a call takes (the host
+// parks its vCPU), and the first call after idle waited for it (docs/performance.md,
+// "Measurements behind the code"). Another runtime's spinning pool on the same cores (ONNX
+// Runtime spins after a run) stalls the barriers the same way. Here the
 // caller works through the parts itself while the workers wake, and a worker that arrives late
 // finds nothing left (as in Eigen's and ONNX Runtime's pools). Which thread computes a part
 // never changes a bit of it: kernels cut their work by shapes.

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import onnx_ir as ir
 import pytest
-from error_bounds import ONNXRUNTIME, assert_within
-from graph_bounds import SESSION, output_bounds
-from python_under_test import run_python
+from helpers.error_bounds import ONNXRUNTIME, assert_within
+from helpers.graph_bounds import SESSION, output_bounds
+from helpers.python_under_test import run_python
 
 import fusebridge as fb
 from fusebridge import conventions
@@ -635,7 +635,7 @@ def test_good_lengths_run_and_lower_to_a_cast_in_the_portable_form():
 
 
 def test_the_mxnet_oracle_refuses_bad_lengths_before_running():
-    from mxnet_oracle import run_mxnet_per_sentence
+    from helpers.mxnet_oracle import run_mxnet_per_sentence
 
     for bad in (np.nan, 2.5, -1, 10):
         expect(

@@ -11,8 +11,8 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from error_bounds import MXNET, ONNXRUNTIME, assert_within, padded_gru_bound
-from graph_bounds import SESSION, output_bounds
+from helpers.error_bounds import MXNET, ONNXRUNTIME, assert_within, padded_gru_bound
+from helpers.graph_bounds import SESSION, output_bounds
 
 import fusebridge as fb
 from fusebridge.kernels import reference
@@ -43,7 +43,7 @@ def _run(model, inputs: list[np.ndarray], backend: str = "kernels") -> list[np.n
 
 
 def _bounds(model, inputs: list[np.ndarray], libs=(SESSION, MXNET)) -> list[np.ndarray]:
-    """The model's output bounds on the inputs (tests/graph_bounds.py), in output order:
+    """The model's output bounds on the inputs (tests/helpers/graph_bounds.py), in output order:
     ours and MXNet's (or `libs`') error bounds summed."""
     feeds = dict(zip([v.name for v in model.graph.inputs if not v.is_initializer()], inputs))
     return list(output_bounds(model, feeds, libs).values())
@@ -146,7 +146,7 @@ def _hidden_before_dense(model, ids, lengths) -> tuple[ir.Model, np.ndarray]:
 @pytest.mark.parametrize("name", NAMES)
 def test_equal_lengths_match_mxnet(name):
     pytest.importorskip("mxnet")
-    from mxnet_oracle import input_names, run_mxnet
+    from helpers.mxnet_oracle import input_names, run_mxnet
 
     prefix = FIXTURES / name
     inputs = _inputs(name)
@@ -163,7 +163,7 @@ def test_equal_lengths_match_mxnet(name):
 @pytest.mark.mxnet
 def test_unequal_lengths_match_mxnet_sentence_by_sentence():
     pytest.importorskip("mxnet")
-    from mxnet_oracle import run_mxnet_per_sentence
+    from helpers.mxnet_oracle import run_mxnet_per_sentence
 
     ids, lengths = _inputs("gru_tagger", seed=7, batch=5)
     per_sentence = run_mxnet_per_sentence(FIXTURES / "gru_tagger", ids, lengths)
@@ -560,7 +560,7 @@ def test_saved_model_runs_in_mxnet_with_our_ops(tmp_path, name, optimized):
     optimized, equals fusebridge's Session, and for the tagger with unequal lengths also
     MXNet's original model run one sentence at a time."""
     mx = pytest.importorskip("mxnet")
-    from mxnet_oracle import input_names, run_mxnet_per_sentence
+    from helpers.mxnet_oracle import input_names, run_mxnet_per_sentence
 
     model, symbol_path, params_path = _saved_with_our_ops(tmp_path, name, optimized)
     inputs = _inputs(name, seed=5)
@@ -574,7 +574,7 @@ def test_saved_model_runs_in_mxnet_with_our_ops(tmp_path, name, optimized):
     (bound,) = _bounds(source, inputs)[:1]  # our ops in MXNet, and MXNet's own around them
     assert_within(theirs, ours, bound, "saved with our ops")
     if name != "gru_tagger":  # the original graph in MXNet, where MXNet itself is right
-        from mxnet_oracle import run_mxnet
+        from helpers.mxnet_oracle import run_mxnet
 
         original = run_mxnet(FIXTURES / name, feeds)[0]
         assert_within(theirs, original, bound, "against the original in MXNet")
@@ -589,7 +589,7 @@ def _gluon_imports(tmp_path: Path, name: str) -> tuple[ir.Model, object]:
     """The model and its saved fused files loaded as MXNet users load models:
     SymbolBlock.imports (after register())."""
     mx = pytest.importorskip("mxnet")
-    from mxnet_oracle import input_names
+    from helpers.mxnet_oracle import input_names
 
     model, symbol_path, params_path = _saved_with_our_ops(tmp_path, name)
     names = input_names(FIXTURES / name)
@@ -603,7 +603,7 @@ def test_saved_model_runs_through_gluon_symbol_block_imports(tmp_path, name):
     grad_req 'null': equal to fusebridge's Session and, where MXNet itself is right (equal
     lengths), to the original model in MXNet."""
     mx = pytest.importorskip("mxnet")
-    from mxnet_oracle import input_names, run_mxnet
+    from helpers.mxnet_oracle import input_names, run_mxnet
 
     model, net = _gluon_imports(tmp_path, name)
     inputs = _inputs(name, seed=6)

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from error_bounds import MXNET, U, assert_within
-from graph_bounds import output_bounds
+from helpers.error_bounds import MXNET, U, assert_within
+from helpers.graph_bounds import output_bounds
 
 import fusebridge as fb
 
 mx = pytest.importorskip("mxnet")
 
-from mxnet_oracle import (  # noqa: E402
+from helpers.mxnet_oracle import (  # noqa: E402
     input_names,
     run_mxnet,
     run_mxnet_per_sentence,

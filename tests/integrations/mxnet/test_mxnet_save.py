@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import onnx_ir as ir
 import pytest
-from error_bounds import MXNET, assert_within
-from graph_bounds import SESSION, output_bounds
+from helpers.error_bounds import MXNET, assert_within
+from helpers.graph_bounds import SESSION, output_bounds
 
 import fusebridge as fb
 from fusebridge import conventions

@@ -1,5 +1,5 @@
-"""The committed ONNX fixtures (tests/fixtures/onnx, written by tests/torch_fixtures.py and
-tests/paddle2onnx_fixtures.py) are valid models whose batch and sequence are free:
+"""The committed ONNX fixtures (tests/fixtures/onnx, written by tests/helpers/torch_fixtures.py and
+tests/helpers/paddle2onnx_fixtures.py) are valid models whose batch and sequence are free:
 onnxruntime runs each at two sizes."""
 
 from pathlib import Path
@@ -8,10 +8,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from error_bounds import ONNXRUNTIME
-from graph_bounds import SESSION, check_outputs, output_bounds
-from paddle2onnx_fixtures import BUILDERS
-from torch_fixtures import FIXTURES, random_feeds
+from helpers.error_bounds import ONNXRUNTIME
+from helpers.graph_bounds import SESSION, check_outputs, output_bounds
+from helpers.paddle2onnx_fixtures import BUILDERS
+from helpers.torch_fixtures import FIXTURES, random_feeds
 
 FIXTURE_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "onnx"
 NAMES = sorted([*FIXTURES, *BUILDERS])

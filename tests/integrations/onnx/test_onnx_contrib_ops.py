@@ -13,8 +13,8 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from error_bounds import ONNXRUNTIME, assert_within
-from graph_bounds import SESSION, check_outputs, output_bounds
+from helpers.error_bounds import ONNXRUNTIME, assert_within
+from helpers.graph_bounds import SESSION, check_outputs, output_bounds
 from onnx import TensorProto, helper, numpy_helper
 
 import fusebridge as fb
@@ -119,8 +119,8 @@ def _feeds(session: ort.InferenceSession) -> dict[str, np.ndarray]:
 def _check_runs_and_lowers(path: Path, tmp_path: Path) -> onnx.ModelProto:
     """fb.Session on the file equals ONNX Runtime on it; its portable export holds standard ops
     only and plain ONNX Runtime on it gives the same outputs, within the error bounds of both
-    (tests/graph_bounds.py, on the portable form: the same function in standard ops). Returns
-    the portable model."""
+    (tests/helpers/graph_bounds.py, on the portable form: the same function in standard ops).
+    Returns the portable model."""
     oracle = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [o.name for o in oracle.get_outputs()]
     feeds = _feeds(oracle)

@@ -12,8 +12,8 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from error_bounds import ONNXRUNTIME, PADDLE, Activations, assert_within
-from graph_bounds import SESSION, output_bounds
+from helpers.error_bounds import ONNXRUNTIME, PADDLE, Activations, assert_within
+from helpers.graph_bounds import SESSION, output_bounds
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.ops.op_gru import GRU as ReferenceGRU
 

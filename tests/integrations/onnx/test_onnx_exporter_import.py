@@ -13,8 +13,8 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from error_bounds import ONNXRUNTIME, assert_within
-from graph_bounds import SESSION, output_bounds
+from helpers.error_bounds import ONNXRUNTIME, assert_within
+from helpers.graph_bounds import SESSION, output_bounds
 
 import fusebridge as fb
 from fusebridge.integrations.onnx.load import LOAD_REPORT
@@ -29,7 +29,7 @@ def _ort(path, feeds: dict) -> list[np.ndarray]:
 
 
 def _assert_close(model, feeds: dict, ours: list[np.ndarray], theirs: list[np.ndarray]) -> None:
-    """Within ours and ONNX Runtime's error bounds of the model (tests/graph_bounds.py)."""
+    """Within ours and ONNX Runtime's error bounds of the model (tests/helpers/graph_bounds.py)."""
     assert len(ours) == len(theirs)
     bounds = list(output_bounds(model, feeds, (SESSION, ONNXRUNTIME)).values())
     for k, (got, want) in enumerate(zip(ours, theirs)):

@@ -13,10 +13,10 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from error_bounds import ONNXRUNTIME
-from graph_bounds import SESSION, assert_outputs_within
+from helpers.error_bounds import ONNXRUNTIME
+from helpers.graph_bounds import SESSION, assert_outputs_within
+from helpers.onnx_models import gru_model
 from onnx import TensorProto, helper, numpy_helper
-from onnx_models import gru_model
 
 import fusebridge as fb
 from fusebridge import kernels
@@ -52,8 +52,9 @@ def _ort(proto: onnx.ModelProto, feeds: dict) -> dict[str, np.ndarray]:
 
 
 def _assert_close(model: ir.Model, feeds: dict, ours: dict, theirs: dict) -> None:
-    """Within both runtimes' error bounds of the model on these feeds (tests/graph_bounds.py);
-    they grow with the state where relu or identity gates let it grow."""
+    """Within both runtimes' error bounds of the model on these feeds
+    (tests/helpers/graph_bounds.py); they grow with the state where relu or identity gates let
+    it grow."""
     assert_outputs_within(model, feeds, ours, theirs, (SESSION, ONNXRUNTIME))
 
 

@@ -19,7 +19,7 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from error_bounds import assert_within, path_score_bound, pool_bound
+from helpers.error_bounds import assert_within, path_score_bound, pool_bound
 from onnx.reference import ReferenceEvaluator
 
 from fusebridge import kernels

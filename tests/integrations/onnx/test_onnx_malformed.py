@@ -13,11 +13,11 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from error_bounds import ONNXRUNTIME, assert_within
-from graph_bounds import SESSION, output_bounds
+from helpers.error_bounds import ONNXRUNTIME, assert_within
+from helpers.graph_bounds import SESSION, output_bounds
+from helpers.onnx_models import gru_model
+from helpers.python_under_test import run_python
 from onnx import TensorProto, helper, numpy_helper
-from onnx_models import gru_model
-from python_under_test import run_python
 
 import fusebridge as fb
 from fusebridge.fuse_passes import explicit_rng, optimize, recompute_dropout_mask

@@ -11,12 +11,12 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from error_bounds import ONNXRUNTIME, assert_within, pool_bound
-from graph_bounds import SESSION, check_outputs, output_bounds
+from helpers.error_bounds import ONNXRUNTIME, assert_within, pool_bound
+from helpers.graph_bounds import SESSION, check_outputs, output_bounds
+from helpers.torch_fixtures import random_feeds
 from onnx.reference import ReferenceEvaluator
 from test_fixture_files import sizes
 from test_onnx_lowering_ops import FLOAT, INT64, Runners, offsets_of, one_op_model
-from torch_fixtures import random_feeds
 
 import fusebridge as fb
 from fusebridge.graph.builder import OpBuilder
@@ -161,7 +161,7 @@ def test_op_without_a_form_at_the_opset_is_refused():
 def exported(tmp_path_factory):
     """name, opset -> the torch fixture exported by torch's TorchScript exporter at opset."""
     pytest.importorskip("torch")
-    from torch_fixtures import export_fixture
+    from helpers.torch_fixtures import export_fixture
 
     root = tmp_path_factory.mktemp("opsets")
     cache: dict[tuple[str, int], str] = {}

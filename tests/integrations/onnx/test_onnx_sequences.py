@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
-from error_bounds import ONNXRUNTIME
-from graph_bounds import SESSION, check_outputs, output_bounds
+from helpers.error_bounds import ONNXRUNTIME
+from helpers.graph_bounds import SESSION, check_outputs, output_bounds
 from onnx import TensorProto, helper, numpy_helper
 
 import fusebridge as fb

@@ -1,9 +1,9 @@
 """The look-alikes of shipped ONNX models (tests/fixtures/onnx/shipped, written by the real
-exporters: tests/shipped_onnx_fixtures.py) load as shipped, run, and match ONNX Runtime on the
-original file within the error bounds of both (tests/graph_bounds.py): through fb.Session as
-loaded, after fb.optimize, frame by frame with the states fed back, and as a portable export
-run in plain ONNX Runtime. Regenerating a fixture with the installed exporters writes the same
-graph."""
+exporters: tests/helpers/shipped_onnx_fixtures.py) load as shipped, run, and match ONNX Runtime on
+the original file within the error bounds of both (tests/helpers/graph_bounds.py): through
+fb.Session as loaded, after fb.optimize, frame by frame with the states fed back, and as a portable
+export run in plain ONNX Runtime. Regenerating a fixture with the installed exporters writes the
+same graph."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import graph_bounds
 import numpy as np
 import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-import shipped_onnx_fixtures as shipped
-from error_bounds import ONNXRUNTIME
-from graph_bounds import check_outputs
-from shipped_onnx_fixtures import load_manifest, row_feeds
+from helpers import graph_bounds
+from helpers import shipped_onnx_fixtures as shipped
+from helpers.error_bounds import ONNXRUNTIME
+from helpers.graph_bounds import check_outputs
+from helpers.shipped_onnx_fixtures import load_manifest, row_feeds
 
 import fusebridge as fb
 
@@ -53,7 +53,7 @@ def _model(name: str) -> ir.Model:
 
 
 def _bounds(name: str, feeds: dict, feed_bounds: dict | None = None) -> tuple[dict, dict]:
-    """The model's error bounds on these feeds (tests/graph_bounds.py): per output, ours and
+    """The model's error bounds on these feeds (tests/helpers/graph_bounds.py): per output, ours and
     ONNX Runtime's summed; and each library's alone, for outputs fed back as states."""
     model = _model(name)
     per_lib = [

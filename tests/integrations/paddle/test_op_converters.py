@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from error_bounds import PADDLE, assert_within
-from graph_bounds import SESSION, output_bounds
-from paddle_oracle import assert_close_to_paddle, legacy_static, paddle_or_skip
+from helpers.error_bounds import PADDLE, assert_within
+from helpers.graph_bounds import SESSION, output_bounds
+from helpers.paddle_oracle import assert_close_to_paddle, legacy_static, paddle_or_skip
 
 import fusebridge
 from fusebridge.integrations.paddle.load import CONVERTERS  # grad_converters' too
@@ -866,7 +866,7 @@ def _fusebridge_feeds(feeds) -> dict:
 
 def _compare(name: str, got, want: np.ndarray, lengths: list[int] | None, bound=None) -> None:
     """got equals Paddle's `want`: integers exactly, floats within `bound` (ours and Paddle's
-    error bounds of the model, tests/graph_bounds.py)."""
+    error bounds of the model, tests/helpers/graph_bounds.py)."""
     if lengths is not None:
         assert isinstance(got, fusebridge.LoDTensor), f"{name}: Paddle's output has LoD"
         assert got.lengths.tolist() == lengths, name
@@ -990,7 +990,7 @@ def _edited_program(tmp_path: Path, body, op_type: str, attrs=None, var=None) ->
     """The program of `body`, saved by Paddle, with the first `op_type` op's attributes
     updated by `attrs` and the VarDesc `var` = (name, changes) replaced: values that Paddle
     refuses when the op is appended."""
-    from paddle_program_writer import write_program
+    from helpers.paddle_program_writer import write_program
 
     from fusebridge.integrations.paddle.params import read_paddle_model
 
@@ -1205,7 +1205,7 @@ np.savez(sys.argv[1] + "/expected.npz", *[o.numpy() for o in outs])
 @pytest.mark.paddle
 def test_pir_gather_split_activations_match_paddle(tmp_path):
     paddle_or_skip()
-    from python_under_test import run_python
+    from helpers.python_under_test import run_python
 
     # From a file: jit.save reads the forward's source.
     script = tmp_path / "save_model.py"

@@ -1,9 +1,9 @@
 """Paddle 3 models as Paddle 3.3 saves them (tests/fixtures/paddle3, written by
-tests/paddle3_fixtures.py): PIR programs from paddle.jit.save and save_inference_model, and
-legacy .pdmodel from save_inference_model with PIR off. Each loads without paddle, equals
-Paddle Inference's predictor on the same files within both error bounds (tests/graph_bounds.py;
-as loaded and optimized), exports portable ONNX that plain ONNX Runtime runs with the same
-outputs, and gets the fusions its ops call for."""
+tests/helpers/paddle3_fixtures.py): PIR programs from paddle.jit.save and save_inference_model, and
+legacy .pdmodel from save_inference_model with PIR off. Each loads without paddle, equals Paddle
+Inference's predictor on the same files within both error bounds (tests/helpers/graph_bounds.py; as
+loaded and optimized), exports portable ONNX that plain ONNX Runtime runs with the same outputs, and
+gets the fusions its ops call for."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-import paddle3_fixtures as fixtures
 import pytest
-from error_bounds import ONNXRUNTIME
-from graph_bounds import SESSION, check_outputs, output_bounds
-from paddle_oracle import assert_close_to_paddle, paddle_or_skip, run_inference
-from python_under_test import run_python
+from helpers import paddle3_fixtures as fixtures
+from helpers.error_bounds import ONNXRUNTIME
+from helpers.graph_bounds import SESSION, check_outputs, output_bounds
+from helpers.paddle_oracle import assert_close_to_paddle, paddle_or_skip, run_inference
+from helpers.python_under_test import run_python
 
 import fusebridge as fb
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
@@ -37,7 +37,7 @@ def _predict(saved: str, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
 
 def test_the_fixtures_cover_every_model_and_way():
     expected = {f"{m}/{w}" for m in fixtures.MODELS for w in fixtures.WAYS}
-    # Paddle 3.3 cannot save the encoder with PIR off (tests/paddle3_fixtures.py).
+    # Paddle 3.3 cannot save the encoder with PIR off (tests/helpers/paddle3_fixtures.py).
     assert set(SAVED) == expected - {"encoder/legacy"}
 
 

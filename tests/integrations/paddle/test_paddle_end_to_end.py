@@ -10,8 +10,8 @@ import sys
 
 import numpy as np
 import pytest
-from error_bounds import PADDLE, assert_within
-from graph_bounds import SESSION, output_bounds
+from helpers.error_bounds import PADDLE, assert_within
+from helpers.graph_bounds import SESSION, output_bounds
 
 import fusebridge as fb
 from fusebridge.models import assets
@@ -44,7 +44,8 @@ def _batch(n: int, seed: int):
 
 def _assert_matches_paddle(model, feeds: dict, ours: dict, theirs: dict, bounds=None):
     """Tags equal; probabilities within ours and Paddle's error bounds of the model on the
-    feeds (tests/graph_bounds.py), computed into `bounds` (a dict to keep them in) if empty."""
+    feeds (tests/helpers/graph_bounds.py), computed into `bounds` (a dict to keep them in) if
+    empty."""
     assert set(ours) == set(theirs)
     bounds = {} if bounds is None else bounds
     for name, value in ours.items():
@@ -86,7 +87,7 @@ def test_models_match_paddle_executor(saved, name):
 def test_every_saved_form_loads_to_the_same_model(saved, name, combined, clip_extra):
     """Paddle itself segfaults on clip_extra=True gru models: their reference is the
     clip_extra=False run of the same weights."""
-    from paddle_oracle import run_executor
+    from helpers.paddle_oracle import run_executor
 
     ids, lengths = _batch(7, seed=11)
     theirs = run_executor(saved(name, True, False), {"words": (ids, lengths)})
@@ -113,7 +114,7 @@ def test_bundled_demo_runs_without_paddle(tmp_path):
 
 
 def test_bundled_tagger_matches_paddle():
-    from paddle_oracle import run_executor
+    from helpers.paddle_oracle import run_executor
 
     path = assets.path("tagger")
     ids = np.load(path / "example_words.npy")

@@ -9,10 +9,10 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from error_bounds import PADDLE, assert_within
-from graph_bounds import GraphBounds
+from helpers.error_bounds import PADDLE, assert_within
+from helpers.graph_bounds import GraphBounds
+from helpers.paddle_oracle import paddle_or_skip
 from onnx import helper
-from paddle_oracle import paddle_or_skip
 
 import fusebridge.integrations.paddle as fbp
 from fusebridge import kernels, random
@@ -153,8 +153,9 @@ def _gradients_graph(ws: list[np.ndarray], masks: tuple[np.ndarray, np.ndarray])
 
 
 def test_gradients_are_paddles_own_for_the_same_masks():
-    """Within both implementations' error bounds of the block's gradients (tests/graph_bounds
-    .py on _gradients_graph): Paddle's ops everywhere but our two dropouts on one side."""
+    """Within both implementations' error bounds of the block's gradients
+    (tests/helpers/graph_bounds.py on _gradients_graph): Paddle's ops everywhere but our two
+    dropouts on one side."""
     import paddle
     import paddle.nn.functional as F
 
@@ -236,7 +237,7 @@ def test_our_masks_take_less_memory_than_paddles(built):
     memory grows by until the backward (MiB). Paddle keeps a byte a element for each backward
     (32 MiB), ours a bit (4 MiB) or, recomputing from the key, nothing; the rest (the
     outputs, Paddle's allocator) is the same in each."""
-    from python_under_test import run_python
+    from helpers.python_under_test import run_python
 
     grown = {}
     for which in ("paddle", "mask", "recompute"):

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
-from error_bounds import (
+from helpers.error_bounds import (
     ONNXRUNTIME,
     PADDLE,
     Activations,
@@ -17,9 +17,9 @@ from error_bounds import (
     gemm_error_bound,
     lstm_bound,
 )
-from graph_bounds import SESSION, output_bounds
-from paddle_lstm_models import LAC, reference_lstm, save_lstm
-from paddle_oracle import paddle_or_skip, run_executor
+from helpers.graph_bounds import SESSION, output_bounds
+from helpers.paddle_lstm_models import LAC, reference_lstm, save_lstm
+from helpers.paddle_oracle import paddle_or_skip, run_executor
 
 import fusebridge as fb
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
@@ -122,7 +122,7 @@ def _feeds(config: dict, seed: int = 3) -> dict:
 
 
 def _lstm_bound(folder: Path, config: dict, feeds: dict, lib: Activations) -> np.ndarray:
-    """The error bound of one implementation of the saved model (tests/error_bounds.py): the
+    """The error bound of one implementation of the saved model (tests/helpers/error_bounds.py): the
     projection's products, then the recurrence's, with `lib`'s activations."""
     from fusebridge.integrations.paddle.params import read_paddle_model
 

@@ -17,21 +17,19 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
-from paddle_oracle import legacy_static, paddle_or_skip
-from paddle_program_writer import write_program
-from python_under_test import run_python
+from helpers.paddle_oracle import legacy_static, paddle_or_skip
+from helpers.paddle_program_writer import write_program
+from helpers.protobuf_wire import f32, ld, vi
+from helpers.python_under_test import run_python
 from test_params import record
 from test_program_desc import (
     attr,
     block_desc,
-    f32,
     gru_program,
-    ld,
     op_desc,
     program_desc,
     tensor_desc,
     var_desc,
-    vi,
 )
 
 import fusebridge as fb

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import onnx_ir as ir
 import pytest
-from paddle_oracle import paddle_or_skip
-from paddle_program_writer import write_program
+from helpers.paddle_oracle import paddle_or_skip
+from helpers.paddle_program_writer import write_program
 
 import fusebridge as fb
 from fusebridge.integrations.paddle.load import ProgramConverter

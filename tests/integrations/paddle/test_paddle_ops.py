@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from error_bounds import (
+from helpers.error_bounds import (
     FUSEBRIDGE,
     PADDLE,
     U,
@@ -20,7 +20,7 @@ from error_bounds import (
     padded_gru_bound,
     softmax_backward_bound,
 )
-from paddle_oracle import paddle_or_skip
+from helpers.paddle_oracle import paddle_or_skip
 
 from fusebridge import kernels
 from fusebridge.kernels import reference
@@ -328,7 +328,7 @@ def test_a_saved_program_with_our_ops_runs_in_paddle_inference(ops, tmp_path):
         paddle.static.save_inference_model(prefix, [xv, lv, kv], [out], exe, program=main)
     finally:
         paddle.disable_static()
-    from paddle_oracle import run_inference
+    from helpers.paddle_oracle import run_inference
 
     (got,) = run_inference(tmp_path, {"x": x, "lens": lens, "key": key})
     gru = kernels.fusion_gru(

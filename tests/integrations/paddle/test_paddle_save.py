@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import paddle3_fixtures as fixtures
 import pytest
-from paddle_oracle import assert_close_to_paddle, paddle_or_skip, run_inference
+from helpers import paddle3_fixtures as fixtures
+from helpers.paddle_oracle import assert_close_to_paddle, paddle_or_skip, run_inference
 
 import fusebridge as fb
 from fusebridge.errors import UnsupportedOpError

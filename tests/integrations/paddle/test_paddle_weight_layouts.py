@@ -3,8 +3,8 @@ and against a layout written by hand."""
 
 import numpy as np
 import pytest
-from error_bounds import PADDLE, assert_within, gru_bound
-from paddle_gru_op import canonical_to_paddle_weight_h, offsets_of, paddle_gru
+from helpers.error_bounds import PADDLE, assert_within, gru_bound
+from helpers.paddle_gru_op import canonical_to_paddle_weight_h, offsets_of, paddle_gru
 
 from fusebridge import ArgumentError
 from fusebridge.integrations.paddle.weight_layouts import paddle_weight_h_to_canonical

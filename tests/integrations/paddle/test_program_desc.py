@@ -15,9 +15,10 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
+from helpers.paddle_oracle import legacy_static, paddle_or_skip
+from helpers.protobuf_wire import f32, f64, ld, packed, varint, vi
 from hypothesis import given
 from hypothesis import strategies as st
-from paddle_oracle import legacy_static, paddle_or_skip
 
 from fusebridge.errors import ModelFormatError
 from fusebridge.integrations.paddle.params import read_paddle_model
@@ -29,42 +30,7 @@ from fusebridge.integrations.paddle.program_desc import (
     parse_program_desc,
 )
 
-# ---- a tiny protobuf encoder, enough to write ProgramDesc by hand ----
-
-
-def varint(n: int) -> bytes:
-    n &= (1 << 64) - 1  # negatives as protobuf writes int64: ten bytes, two's complement
-    out = bytearray()
-    while True:
-        low, n = n & 0x7F, n >> 7
-        out.append(low | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def key(field: int, wire: int) -> bytes:
-    return varint(field << 3 | wire)
-
-
-def vi(field: int, n: int) -> bytes:
-    return key(field, 0) + varint(n)
-
-
-def ld(field: int, payload: bytes | str) -> bytes:
-    payload = payload.encode() if isinstance(payload, str) else payload
-    return key(field, 2) + varint(len(payload)) + payload
-
-
-def f32(field: int, x: float) -> bytes:
-    return key(field, 5) + struct.pack("<f", x)
-
-
-def f64(field: int, x: float) -> bytes:
-    return key(field, 1) + struct.pack("<d", x)
-
-
-def packed(field: int, values) -> bytes:
-    return ld(field, b"".join(varint(v) for v in values))
+# ---- ProgramDesc written by hand (helpers.protobuf_wire encodes the fields) ----
 
 
 def tensor_desc(dtype: int, dims, *, pack: bool = False) -> bytes:

@@ -13,9 +13,9 @@ import re
 import numpy as np
 import onnx_ir as ir
 import pytest
-from error_bounds import PADDLE, U, assert_within, gamma
-from graph_bounds import SESSION, output_bounds
-from paddle_oracle import paddle_or_skip
+from helpers.error_bounds import PADDLE, U, assert_within, gamma
+from helpers.graph_bounds import SESSION, output_bounds
+from helpers.paddle_oracle import paddle_or_skip
 
 import fusebridge as fb
 from fusebridge import kernels
@@ -72,7 +72,7 @@ def _paddle_with_masks(training, x, streams) -> dict[str, np.ndarray]:
 
 def _compare(got: dict, want: dict, model: ir.Model, x: np.ndarray) -> None:
     """Ours and Paddle's (on our masks) within both error bounds of the training program
-    (tests/graph_bounds.py: its forward and backward ops, the dropouts on our bits)."""
+    (tests/helpers/graph_bounds.py: its forward and backward ops, the dropouts on our bits)."""
     assert set(want) <= set(got)
     feeds = {
         "x": x,

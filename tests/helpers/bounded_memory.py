@@ -8,7 +8,8 @@ import os
 import textwrap
 
 import pytest
-from python_under_test import run_python
+
+from .python_under_test import run_python
 
 LIMIT = 4 << 30
 # AddressSanitizer reserves terabytes of shadow memory up front: it cannot start under the limit.

@@ -1,7 +1,7 @@
 """Small torch models exported with torch.onnx as ONNX test fixtures, regenerated from the
 repository root by
 
-    python tests/torch_fixtures.py [OUT_DIR]   (default tests/fixtures/onnx)
+    python -m tests.helpers.torch_fixtures [OUT_DIR]   (default tests/fixtures/onnx)
 
 The fixtures are committed so that the ONNX import tests run without torch. They use the
 TorchScript exporter (dynamo=False): it maps nn.GRU to one ONNX GRU node per layer, with
@@ -9,7 +9,7 @@ dynamic_axes for batch and sequence. Weights are random but seeded, so a rerun w
 graphs. torch is imported inside the functions only: this module imports without it.
 
 verify_and_describe (and random_feeds) need only onnx, onnxruntime and NumPy;
-tests/paddle2onnx_fixtures.py and tests/integrations/onnx/test_fixture_files.py use them too.
+paddle2onnx_fixtures and tests/integrations/onnx/test_fixture_files.py use them too.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 for the layout and zero-state rules (fuse_passes/gru_layout.py, gru.py). The committed copies in
 tests/fixtures/onnx/exported_patterns are regenerated from the repository root by
 
-    python tests/gru_pattern_exports.py [OUT_DIR]
+    python -m tests.helpers.gru_pattern_exports [OUT_DIR]
 
 What each carries: a Transpose (1, 0, 2) before the GRU for batch_first (and one after its
 output), a zero H0 built as ConstantOfShape(Concat(.., Shape -> Gather, ..)) -> Slice per layer,

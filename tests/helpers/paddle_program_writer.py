@@ -4,8 +4,6 @@ AttrType it has in `OpDesc.attr_types`."""
 
 from __future__ import annotations
 
-from test_program_desc import f32, f64, ld, vi
-
 from fusebridge.integrations.paddle.program_desc import (
     DENSE_TENSOR_ARRAY,
     DTYPES,
@@ -15,6 +13,8 @@ from fusebridge.integrations.paddle.program_desc import (
     ProgramDesc,
     VarDesc,
 )
+
+from .protobuf_wire import f32, f64, ld, vi
 
 _CODES = {dtype: code for code, dtype in DTYPES.items()}
 

@@ -13,11 +13,11 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from error_bounds import assert_within
-from graph_bounds import SESSION, output_bounds
+from helpers.error_bounds import assert_within
+from helpers.graph_bounds import SESSION, output_bounds
+from helpers.paddle_oracle import paddle_or_skip
+from helpers.session_models import info, make_model
 from onnx import TensorProto, helper
-from paddle_oracle import paddle_or_skip
-from session_models import info, make_model
 
 import fusebridge as fb
 from fusebridge.models import assets
@@ -39,8 +39,9 @@ def copied(results: dict) -> dict:
 
 
 def assert_equal(results: dict, want: dict, bounds: dict | None = None) -> None:
-    """Equal bit for bit; or, where `bounds` (tests/graph_bounds.py) are given for results of
-    another implementation, each output's data within its bound (offsets and integers equal)."""
+    """Equal bit for bit; or, where `bounds` (tests/helpers/graph_bounds.py) are given for
+    results of another implementation, each output's data within its bound (offsets and integers
+    equal)."""
     assert results.keys() == want.keys()
     for name, value in results.items():
         got = arrays(value)
@@ -56,7 +57,7 @@ def assert_equal(results: dict, want: dict, bounds: dict | None = None) -> None:
 def reference_run(model: ir.Model, feeds: dict) -> tuple[dict, dict | None]:
     """The reference backend's results (onnx.reference and our NumPy formulas) and the bounds
     they and a Session's results lie within (None where every output is integer: equal; the
-    tagger's tags, whose CRF margins are too thin to certify, tests/graph_bounds.py)."""
+    tagger's tags, whose CRF margins are too thin to certify, tests/helpers/graph_bounds.py)."""
     want = fb.Session(model, backend="reference").run(feeds)
     if all(arrays(value)[0].dtype.kind in "iub" for value in want.values()):
         return want, None

@@ -12,14 +12,14 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
+from helpers.session_models import info, make_model
 from onnx import TensorProto, helper
-from session_models import info, make_model
 
 import fusebridge as fb
 from fusebridge.fuse_passes import explicit_rng
 from fusebridge.models import assets, mxnet_models
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 H = 4
 
 

@@ -1,7 +1,7 @@
 """Small Paddle models converted by paddle2onnx as ONNX test fixtures, regenerated from the
-repository root (with fusebridge installed) by
+repository root (where fusebridge is the tree, built in place: `pip install -e .`) by
 
-    python tests/paddle2onnx_fixtures.py [OUT_DIR]   (default tests/fixtures/onnx)
+    python -m tests.helpers.paddle2onnx_fixtures [OUT_DIR]   (default tests/fixtures/onnx)
 
 paddle2onnx cannot convert the legacy LoD `gru` op of the bundled models (it aborts), but it
 does convert the padded paddle.nn.GRU, which paddle.jit.save writes as the `rnn` op. Each model
@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from torch_fixtures import DEFAULT_OUT_DIR, OPSET, verify_and_describe
 
 from fusebridge.bench.paddle2onnx_peer import run_paddle2onnx
+
+from .torch_fixtures import DEFAULT_OUT_DIR, OPSET, verify_and_describe
 
 SEED = 0
 

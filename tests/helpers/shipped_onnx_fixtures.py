@@ -1,7 +1,8 @@
 """Look-alikes of the GRU models that real packages ship as ONNX, written by the real exporters,
-as test fixtures; regenerated from the repository root (fusebridge on the path) by
+as test fixtures; regenerated from the repository root (where fusebridge is the tree, built
+in place: `pip install -e .`) by
 
-    python tests/shipped_onnx_fixtures.py [OUT_DIR]   (default tests/fixtures/onnx/shipped)
+    python -m tests.helpers.shipped_onnx_fixtures [OUT_DIR]   (default tests/fixtures/onnx/shipped)
 
 One file per model class of issue 17 (hidden sizes scaled down, structure kept) plus
 manifest.json: per file its exporter and settings, opsets, producer, inputs with the concrete
@@ -27,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch_fixtures
+
+from . import torch_fixtures
 
 DEFAULT_OUT_DIR = Path("tests/fixtures/onnx/shipped")
 MANIFEST = "manifest.json"
@@ -484,7 +486,7 @@ def build_version_converted(out_dir: Path) -> list[Built]:
 
     built = []
     sources = [
-        (Path(__file__).resolve().parent / "fixtures" / "onnx" / "torch_gru.onnx", 14),
+        (Path(__file__).resolve().parents[1] / "fixtures" / "onnx" / "torch_gru.onnx", 14),
         (out_dir / "speech_torch_opset12.onnx", 17),
     ]
     for source, opset in sources:
@@ -617,9 +619,10 @@ def build_lac_tagger(out_dir: Path) -> list[Built]:
     but paddle2onnx 2.1.0 drops rnn's sequence_length (the ONNX GRU's sequence_lens is left
     empty and the lengths input unread), so the look-alike is built without lengths."""
     import paddle
-    from paddle2onnx_fixtures import _seed_parameters
 
     from fusebridge.bench.paddle2onnx_peer import REQUIREMENTS, run_paddle2onnx
+
+    from .paddle2onnx_fixtures import _seed_parameters
 
     class LacTagger(paddle.nn.Layer):
         def __init__(self) -> None:
@@ -693,14 +696,13 @@ def _op_counts(graph: Any) -> dict[str, int]:
 
 def verify(built: Built) -> list[str]:
     """Runs the file in ONNX Runtime at every row and compares each output with the exporting
-    framework's within the error bounds of both (tests/graph_bounds.py); returns one line per
-    row with the largest difference as a fraction of its bound. Raises AssertionError on a
-    mismatch."""
-    import error_bounds
-    import graph_bounds
+    framework's within the error bounds of both (graph_bounds.py); returns one line per row with
+    the largest difference as a fraction of its bound. Raises AssertionError on a mismatch."""
     import onnx
     import onnx_ir as ir
     import onnxruntime as ort
+
+    from . import error_bounds, graph_bounds
 
     model = onnx.load(str(built.path))
     contrib = any(node.domain not in ("", "ai.onnx") for node in model.graph.node)

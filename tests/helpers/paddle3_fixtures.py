@@ -1,12 +1,12 @@
 """Paddle 3 models saved the 3.x ways, as test fixtures, regenerated from the repository root by
 
-    python tests/paddle3_fixtures.py [OUT_DIR]   (default tests/fixtures/paddle3)
+    python -m tests.helpers.paddle3_fixtures [OUT_DIR]   (default tests/fixtures/paddle3)
 
 Each model is built with paddle.nn, its weights drawn from a seeded NumPy generator, and saved
 three ways: `paddle.jit.save` with PIR on (jit/model.json + .pdiparams),
 `paddle.static.save_inference_model` with PIR on (pir/model.json) and with PIR off
 (legacy/model.pdmodel). The PIR flag is read when paddle is first imported, so each way runs in
-a child process of its own (`python tests/paddle3_fixtures.py --way WAY OUT_DIR`).
+a child process of its own (this file run as a script: `--way WAY OUT_DIR`).
 
 The models: a tagger (Embedding + 2-layer bidirectional GRU + Dropout + Linear) with and without
 sequence lengths, a Linear before a bidirectional GRU, an LSTM tagger with lengths, a one-layer
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-DEFAULT_OUT_DIR = Path(__file__).parent / "fixtures" / "paddle3"
+DEFAULT_OUT_DIR = Path(__file__).parents[1] / "fixtures" / "paddle3"
 WAYS = ("jit", "pir", "legacy")
 SEED = 0
 VOCAB, EMBED, HIDDEN, TAGS = 40, 8, 6, 5

@@ -6,7 +6,8 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from paddle_oracle import legacy_static, paddle_or_skip
+
+from .paddle_oracle import legacy_static, paddle_or_skip
 
 
 def offsets_of(lengths) -> np.ndarray:

@@ -12,7 +12,7 @@ from fusebridge.bench import paddle_comparison as pc
 from fusebridge.errors import UnsupportedOpError
 from fusebridge.models import assets
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PADDLE3_TAGGER = FIXTURES / "paddle3" / "gru_tagger_lengths" / "jit"
 
 

@@ -13,8 +13,8 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from error_bounds import ONNXRUNTIME, assert_within
-from graph_bounds import SESSION, output_bounds
+from helpers.error_bounds import ONNXRUNTIME, assert_within
+from helpers.graph_bounds import SESSION, output_bounds
 from onnx import TensorProto, helper
 
 import fusebridge as fb

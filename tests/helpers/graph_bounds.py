@@ -1,4 +1,4 @@
-"""Running error analysis of a whole model (tests/error_bounds.py, op by op): the model is
+"""Running error analysis of a whole model (tests/helpers/error_bounds.py, op by op): the model is
 evaluated in float64 beside a bound on each float value's error, so that two float32
 implementations of it (ours and ONNX Runtime's, Paddle's, MXNet's) may be compared within the
 sum of their bounds instead of a fixed tolerance.
@@ -24,7 +24,14 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx
 import onnx_ir as ir
-from error_bounds import (
+from onnx import numpy_helper
+from onnx.reference.ops import load_op
+
+from fusebridge import conventions, ops
+from fusebridge.lod_tensor import LoDTensor
+from fusebridge.ops.dropout import keep_scale
+
+from .error_bounds import (
     ONNXRUNTIME,
     Activations,
     U,
@@ -38,12 +45,6 @@ from error_bounds import (
     rnn_bound,
     viterbi_margin,
 )
-from onnx import numpy_helper
-from onnx.reference.ops import load_op
-
-from fusebridge import conventions, ops
-from fusebridge.lod_tensor import LoDTensor
-from fusebridge.ops.dropout import keep_scale
 
 Pair = tuple  # (value, bound): the bound is None for an exact value (integers, booleans)
 
@@ -193,7 +194,7 @@ class GraphBounds:
             moved = [e if e is not None else v for v, e in ins]  # integers (indices) as they are
             bounds = _run_op(node, moved, self.opsets)
             return [(o, b if _float(o) else None) for o, b in zip(outs, bounds)]
-        raise NotImplementedError(f"{where}: no error rule (tests/graph_bounds.py)")
+        raise NotImplementedError(f"{where}: no error rule (tests/helpers/graph_bounds.py)")
 
 
 # -- arithmetic -----------------------------------------------------------------------------------

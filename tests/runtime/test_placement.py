@@ -11,14 +11,14 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from error_bounds import ONNXRUNTIME
-from graph_bounds import SESSION, check_outputs, output_bounds
+from helpers.error_bounds import ONNXRUNTIME
+from helpers.graph_bounds import SESSION, check_outputs, output_bounds
 from onnx import TensorProto, helper
 
 import fusebridge as fb
 from fusebridge.runtime.placement import DEFAULT_DIM, explain_text
 
-ONNX = Path(__file__).resolve().parent / "fixtures" / "onnx"
+ONNX = Path(__file__).resolve().parents[1] / "fixtures" / "onnx"
 
 
 def gru_file(tmp_path: Path, i: int = 64, h: int = 128, x_shape=("T", "N", 64)) -> Path:

@@ -2,7 +2,7 @@
 mode and saved by save_inference_model (the files fluid-era models such as Baidu LAC's ranking
 model ship), and a NumPy reference of the op written from its formula.
 
-    python tests/paddle_lstm_models.py OUT_DIR
+    python -m tests.helpers.paddle_lstm_models OUT_DIR
 
 writes the committed fixture, OUT_DIR/lac_lstm: ids (LoD) -> embedding -> fc -> lstm forward
 and fc -> lstm reverse -> concat -> fc, peepholes on (Paddle's default)."""
@@ -88,7 +88,7 @@ def save_lstm(
     """x float32 LoD [words, in_size] -> projection (fc: with a bias; mul: without; None: x is
     the projected gates, in_size = 4H) -> lstm(attrs) [-> its Cell too when read_cell]; with
     states, h0 and c0 [N, hidden] are feeds. Saved as path/inference.pdmodel + .pdiparams."""
-    from paddle_oracle import legacy_static, paddle_or_skip
+    from .paddle_oracle import legacy_static, paddle_or_skip
 
     paddle = paddle_or_skip()
     with legacy_static(paddle), paddle.utils.unique_name.guard():
@@ -128,7 +128,7 @@ def save_lstm(
 
 def save_lac(path: Path, seed: int = 0) -> None:
     """The committed fixture: a LAC-style tagger of two lstm ops (forward and reverse)."""
-    from paddle_oracle import legacy_static, paddle_or_skip
+    from .paddle_oracle import legacy_static, paddle_or_skip
 
     paddle = paddle_or_skip()
     v, e, h, tags = LAC["vocab"], LAC["embed"], LAC["hidden"], LAC["tags"]
@@ -152,5 +152,4 @@ def save_lac(path: Path, seed: int = 0) -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).parent))
     save_lac(Path(sys.argv[1]) / "lac_lstm")

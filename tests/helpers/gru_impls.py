@@ -1,6 +1,6 @@
 """What the GRU framework tests share: the `impl` fixture (the NumPy oracle and the compiled
 kernel behind one signature, that of reference.gru). Paddle's own `gru` op is in
-tests/paddle_gru_op.py."""
+tests/helpers/paddle_gru_op.py."""
 
 from __future__ import annotations
 

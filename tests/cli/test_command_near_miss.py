@@ -5,14 +5,14 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-from error_bounds import ONNXRUNTIME
-from graph_bounds import SESSION, check_outputs, output_bounds
-from test_cli import run
+from helpers.error_bounds import ONNXRUNTIME
+from helpers.graph_bounds import SESSION, check_outputs, output_bounds
+from test_command import run
 
 import fusebridge
 
 FIXTURE = (
-    Path(__file__).resolve().parent
+    Path(__file__).resolve().parents[1]
     / "fixtures"
     / "onnx"
     / "exported_patterns"

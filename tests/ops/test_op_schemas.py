@@ -14,7 +14,7 @@ def value(name):
 
 
 def test_docs_ops_md_is_generated_from_the_schemas():
-    doc = Path(__file__).parents[1] / "docs" / "ops.md"
+    doc = Path(__file__).parents[2] / "docs" / "ops.md"
     assert doc.read_text() == ops.reference_markdown(), (
         "run: python -m fusebridge.ops > docs/ops.md"
     )

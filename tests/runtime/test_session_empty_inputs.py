@@ -17,14 +17,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from error_bounds import PADDLE, assert_within
-from graph_bounds import SESSION, output_bounds
-from python_under_test import run_python
+from helpers.error_bounds import PADDLE, assert_within
+from helpers.graph_bounds import SESSION, output_bounds
+from helpers.python_under_test import run_python
 
 import fusebridge as fb
 from fusebridge.models import assets
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "onnx"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "onnx"
 ONNX_FILES = sorted(FIXTURES.glob("*.onnx")) + sorted((FIXTURES / "shipped").glob("*.onnx"))
 
 # The child: for each case of the pickle at argv[1], a fork runs it (mode argv[2]: "ours",
@@ -244,7 +244,7 @@ def test_paddle_models_with_empty_sentences_equal_paddle(model):
     """Paddle runs empty sentences among others (it dies of SIGFPE on a batch of only empty
     ones, and refuses 0 sentences): ours equal its outputs there, and a batch of only empty
     sentences gives each one what Paddle gives an empty sentence among others."""
-    from paddle_oracle import run_executor
+    from helpers.paddle_oracle import run_executor
 
     folder = assets.path(model)
     session = fb.Session(fb.optimize(fb.load(folder))[0])
@@ -253,7 +253,7 @@ def test_paddle_models_with_empty_sentences_equal_paddle(model):
     (want,) = run_executor(folder, {"words": (feeds["words"].data, lengths)}).values()
     (got,) = session.run(feeds).values()
     data = got.data if isinstance(got, fb.LoDTensor) else got
-    if data.dtype.kind == "f":  # within ours and Paddle's error bounds (tests/graph_bounds.py)
+    if data.dtype.kind == "f":  # within ours and Paddle's error bounds (helpers/graph_bounds.py)
         (bound,) = output_bounds(fb.load(folder), feeds, (SESSION, PADDLE)).values()
         assert_within(data, want, bound)
     else:  # tags
@@ -269,7 +269,7 @@ def test_paddle_models_with_empty_sentences_equal_paddle(model):
 
 
 # -- Paddle 3 models (tests/fixtures/paddle3): padded ids [N, T], lengths [N] -----------------
-PADDLE3 = sorted((Path(__file__).resolve().parent / "fixtures" / "paddle3").glob("*/*"))
+PADDLE3 = sorted((Path(__file__).resolve().parents[1] / "fixtures" / "paddle3").glob("*/*"))
 
 
 def _padded_feeds(model, n: int, t: int) -> dict:
@@ -306,7 +306,7 @@ def test_paddle_inference_refuses_what_we_run():
     docs/onnx.md says), not by dying or another error."""
     code = """
         import sys, pickle, numpy as np
-        from paddle_oracle import run_inference
+        from helpers.paddle_oracle import run_inference
         results = []
         for folder, feeds in pickle.load(open(sys.argv[1], "rb")):
             try:

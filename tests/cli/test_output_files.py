@@ -1,6 +1,6 @@
 """`fusebridge run -o DIR` names its files after the model's outputs: the names come from the
 model file, so none may leave DIR, clobber another output's file, write through a link planted
-in DIR, or put control characters on the terminal (fusebridge/output_files.py)."""
+in DIR, or put control characters on the terminal (fusebridge/cli/output_files.py)."""
 
 from __future__ import annotations
 

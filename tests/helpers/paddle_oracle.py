@@ -48,9 +48,9 @@ def assert_close_to_paddle(
     model, feeds: dict, got: list, want: list, where: str, ours=None
 ) -> None:
     """Each output (in order) within ours (`ours`: the library model of our side, a Session's
-    by default) and Paddle's error bounds of `model` on `feeds` (tests/graph_bounds.py)."""
-    from error_bounds import PADDLE, assert_within
-    from graph_bounds import SESSION, output_bounds
+    by default) and Paddle's error bounds of `model` on `feeds` (tests/helpers/graph_bounds.py)."""
+    from .error_bounds import PADDLE, assert_within
+    from .graph_bounds import SESSION, output_bounds
 
     bounds = list(output_bounds(model, feeds, (ours or SESSION, PADDLE)).values())
     assert len(got) == len(want) == len(bounds), where

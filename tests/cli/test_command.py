@@ -13,16 +13,16 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from error_bounds import U
+from helpers.error_bounds import U
+from helpers.session_models import training_step_model
 from onnx import TensorProto, helper
-from session_models import training_step_model
 
 import fusebridge
 from fusebridge.cli import command as cli
 from fusebridge.fuse_passes import PIPELINES, explicit_rng
 from fusebridge.models import assets
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def run(*args):
