@@ -32,7 +32,7 @@ from onnxscript.rewriter.rules.common._basic_rules import (
     TransposeTranspose,
 )
 
-from fusebridge import conventions
+from fusebridge import conventions, ops
 from fusebridge.fuse_passes.passes import FusePass, tidy_after_rewrite
 from fusebridge.fuse_passes.report import PassReport
 from fusebridge.fuse_passes.rule import FusionRule
@@ -141,7 +141,7 @@ class _GRUOutputChain(FusionRule):
         reshape = split.producer()
         gru, _ = _padded_gru(y)
         want = _split_shape(gru)
-        if reshape.attributes.get_int("allowzero", 0):
+        if ops.attribute(reshape, "allowzero"):
             return f"the Reshape {reshape.name!r} has allowzero 1 (a 0 is a size, not a copy)"
         if _ints(reshape.inputs[1]) != want:
             return f"the Reshape {reshape.name!r} is not to {want}"
@@ -215,7 +215,7 @@ class GRUOutputRoundTrip(_GRUOutputChain):
                 f"the target shape {target.name!r} of Reshape {reshape.name!r} is computed "
                 f"({made}), not a constant [0, 0, {d * oc}]"
             )
-        elif reshape.attributes.get_int("allowzero", 0) and 0 in dims:
+        elif ops.attribute(reshape, "allowzero") and 0 in dims:
             reason = f"the Reshape {reshape.name!r} has allowzero 1 (a 0 is a size, not a copy)"
         elif dims not in ([0, 0, -1], [0, 0, d * oc]):
             reason = f"the Reshape {reshape.name!r} is to {dims}, not back to [0, 0, {d * oc}]"

@@ -10,11 +10,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from fusebridge import conventions
+from fusebridge import conventions, ops
 from fusebridge.fuse_passes.rule import FusionRule
-from fusebridge.ops import recurrence
-
-_LSTM_INPUTS = ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P")
+from fusebridge.ops import recurrence, standard
 
 
 class _ProjectionIntoLSTM(FusionRule):
@@ -25,7 +23,7 @@ class _ProjectionIntoLSTM(FusionRule):
     def check(self, context, w, projected, padded, lstm_out, b=None, fc_out=None, **_):
         self.begin(context)
         lstm = lstm_out.producer()
-        inputs = dict(zip(_LSTM_INPUTS, lstm.inputs))
+        inputs = standard.inputs(lstm)
         w1, wl = self.constant(w), self.constant(inputs["W"])
         if w1 is None or w1.ndim != 2:
             return self.refuse(
@@ -35,9 +33,9 @@ class _ProjectionIntoLSTM(FusionRule):
             return self.refuse(lstm, "the LSTM's W is not a constant [D, 4H, I]")
         if any(o.uses() or o.is_graph_output() for o in lstm.outputs[1:]):
             return self.refuse(lstm, "the LSTM's Y_h or Y_c is used")
-        if lstm.attributes.get_int("layout", 0) != 0:
+        if ops.attribute(lstm, "layout") != 0:
             return self.refuse(lstm, "the LSTM is batch-major (layout 1)")
-        if padded.producer().attributes.get_string("layout", "tnc") != "tnc":
+        if ops.attribute(padded.producer(), "layout") != "tnc":
             return self.refuse(lstm, "LoDToPadded is not time-major (tnc)")
         d, gates, ic = wl.shape
         reason = self.projection_refusal(w1, (d, ic, gates), ("W", "LSTM"), projected, b, fc_out)
@@ -50,7 +48,7 @@ class _ProjectionIntoLSTM(FusionRule):
 
     def rewrite(self, op, x, w, offsets, padded, lstm_out, b=None, **_):
         lstm = lstm_out.producer()
-        inputs = [*lstm.inputs, *[None] * (len(_LSTM_INPUTS) - len(lstm.inputs))]
+        inputs = list(standard.inputs(lstm).values())
         wl = self.constant(inputs[1])
         d, gates, _ = wl.shape
         b1 = None if b is None else self.constant(b)
@@ -63,7 +61,7 @@ class _ProjectionIntoLSTM(FusionRule):
             whole[:, :gates] += shift
             bias = self.new_initializer(op, whole, f"{lstm_out.name}/B")
         folded = self.new_initializer(op, folded.transpose(0, 2, 1), f"{w.name}/W")
-        layout = padded.producer().attributes.get_string("layout", "tnc")
+        layout = ops.attribute(padded.producer(), "layout")
         new_padded = self.fusebridge_node(
             op, "LoDToPadded", [x, offsets], {"layout": layout}, fires=False
         )

@@ -42,6 +42,13 @@ def is_gather(node: ir.Node) -> bool:
     return node.op_type == "Gather" and len(node.inputs) == 2
 
 
+def inputs(node: ir.Node, opset: int = conventions.ONNX_OPSET) -> dict[str, ir.Value | None]:
+    """A standard node's inputs by the names of ONNX's schema at `opset` (None where absent)."""
+    names = [f.name for f in onnx.defs.get_schema(node.op_type, opset).inputs]
+    values = list(node.inputs) + [None] * (len(names) - len(node.inputs))
+    return dict(zip(names, values))
+
+
 def default(op_type: str, name: str, opset: int = conventions.ONNX_OPSET) -> object:
     """ONNX's default of attribute `name` of standard op `op_type` at `opset` (None where it
     has none, no such attribute at that opset, or ONNX has no such op)."""

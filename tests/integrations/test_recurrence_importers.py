@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from helpers.paddle_oracle import paddle_or_skip
 from onnx import TensorProto, helper
-from paddle_oracle import paddle_or_skip
 
 import fusebridge as fb
 from fusebridge.integrations.mxnet.params import write_params
