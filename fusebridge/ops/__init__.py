@@ -1,7 +1,9 @@
 """fusebridge's ops, one module per family (gru, dropout, fused_dropout, crf, sequence, lod),
-each holding its ops whole: schema, typed attributes, cpu binding, oracle, portable lowering.
-This registry is the one list of them: the Session's dispatch, the reference backend, the
-portable export, onnx's schema registry and docs/ops.md all read it."""
+each holding its ops whole (OpDef: schema, typed attributes, bindings per engine, oracle,
+lowering, input check, recurrence, placement cost). This registry is the one list of them: the
+Session's dispatch and placement, the reference backend, the portable export, onnx's schema
+registry and docs/ops.md all read it. Beside it: lowering.py (any graph's ops to standard
+ONNX), recurrence.py (the recurrence toolkit), standard.py (facts of standard ONNX ops)."""
 
 from __future__ import annotations
 

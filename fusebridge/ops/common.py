@@ -1,5 +1,6 @@
-"""What every op module shares: the shape of an op's definition (schema, cpu binding, oracle,
-portable lowering) and the small helpers their bindings use."""
+"""What every op module shares: the shape of an op's definition (schema, oracle, bindings per
+engine, and the traits the layers above act on: lowering, input check, recurrence, placement
+cost, check at run) and the small helpers their bindings use."""
 
 from __future__ import annotations
 
