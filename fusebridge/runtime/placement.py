@@ -30,6 +30,7 @@ from fusebridge import conventions, ops
 from fusebridge.errors import Error
 from fusebridge.graph.builder import OpBuilder
 from fusebridge.graph.checks import describe, feed_behind
+from fusebridge.ops.common import PlacementCost
 from fusebridge.runtime.schedule import kind, schedule
 
 # One more ONNX Runtime partition in a run, microseconds: its `run` call, the arrays crossing
@@ -51,7 +52,8 @@ class Candidate:
     index: int  # its position in the graph's node list (the same in every copy of the graph)
     steps: Source
     batch: Source
-    sizes: dict[str, int]  # what its op's cost reads (OpDef.cost.sizes)
+    cost: PlacementCost  # its op's (OpDef.cost)
+    sizes: dict[str, int]  # what that cost reads, from the node's weights
     lengths_feed: str | None  # the feed that reaches its seq_lens through Identity/Cast
 
 
@@ -149,6 +151,7 @@ class Placement:
             index,
             sources[0],
             sources[1],
+            d.cost,
             d.cost.sizes(node),
             None if fed is None else fed[0],
         )
@@ -258,8 +261,7 @@ class Placement:
 
     @staticmethod
     def node_us(c: Candidate, shape: RunShape, on_kernel: bool) -> float:
-        cost = ops.op(c.node.op_type).cost
-        return cost.us(c.sizes, shape.steps, shape.batch, shape.filled, on_kernel)
+        return c.cost.us(c.sizes, shape.steps, shape.batch, shape.filled, on_kernel)
 
     def partitions(self, placement: tuple[bool, ...]) -> int:
         """How many ONNX Runtime sessions a run of this placement calls (cached: it depends on
