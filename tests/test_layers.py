@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).parents[1] / "fusebridge"
 # under fusebridge ("" is fusebridge/__init__.py itself).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
-    ("kernels",),
+    ("kernels", "cuda"),
     ("conventions", "random", "lod_tensor"),
     ("graph",),
     ("ops",),

@@ -15,7 +15,7 @@ import numpy as np
 import onnx_ir as ir
 
 import fusebridge
-from fusebridge import kernels
+from fusebridge import cuda, kernels
 from fusebridge.cli import output_files
 from fusebridge.errors import ArgumentError, Error
 from fusebridge.fuse_passes import PIPELINES
@@ -27,7 +27,7 @@ DEMO_RUNS = 20  # timed runs of each demo variant
 def info() -> dict[str, object]:
     return {
         "version": fusebridge.__version__,
-        "engines": {"cpu": "available", "cuda": "not built in this version"},
+        "engines": {"cpu": "available", "cuda": cuda.status()},
         "isa": {"selected": kernels.isa(), "available": list(kernels.available_isas())},
         "blas": kernels.blas_info(),
         "threads": kernels.get_num_threads(),

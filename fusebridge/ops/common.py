@@ -5,6 +5,7 @@ cost, check at run) and the small helpers their bindings use."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -12,6 +13,7 @@ import onnx
 import onnx_ir as ir
 from onnx.reference.op_run import OpRun
 
+from fusebridge import cuda, kernels
 from fusebridge.conventions import DOMAIN
 from fusebridge.errors import ArgumentError, ArgumentTypeError, Error
 from fusebridge.graph.checks import describe
@@ -57,7 +59,14 @@ class PlacementCost:
     us: Callable[[dict[str, int], int, int, int, bool], float]
 
 
-ENGINES = ("cpu",)  # the engines an op may have a binding for ("cuda" next)
+ENGINES = ("cpu", "cuda")  # the engines an op may have a binding for
+
+
+def per_engine(binding: Callable[..., Run]) -> dict[str, Prepare]:
+    """Bindings for both engines from one `binding(engine, node, attrs, constants, reuse)`:
+    the cpu engine (fusebridge.kernels) and the cuda engine (fusebridge.cuda) have the same
+    functions with the same signatures and bits, on host and device arrays."""
+    return {"cpu": functools.partial(binding, kernels), "cuda": functools.partial(binding, cuda)}
 
 
 @dataclasses.dataclass(frozen=True)

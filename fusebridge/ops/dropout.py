@@ -10,12 +10,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import kernels
 from fusebridge.errors import ArgumentError, ModelFormatError, UnsupportedOpError
 from fusebridge.graph.checks import describe
 from fusebridge.kernels import reference
 from fusebridge.kernels.dropout import MODES as KERNEL_MODES
-from fusebridge.ops.common import OpDef, ReferenceOp, Run, given, require_seed, scalar
+from fusebridge.ops.common import OpDef, ReferenceOp, Run, given, per_engine, require_seed, scalar
 from fusebridge.ops.schema import Attribute, OpSchema, distinct_axes, probability
 
 MODES: tuple[str, ...] = tuple(KERNEL_MODES)
@@ -116,7 +115,9 @@ def _run_check(node: ir.Node) -> Callable[[np.ndarray], None] | None:
     return lambda x: check_axes_fit(attrs.axes, x, at)
 
 
-def _cpu(node: ir.Node, attrs: DropoutAttributes, constants: dict, reuse: bool) -> Run:
+def _dropout_binding(
+    engine, node: ir.Node, attrs: DropoutAttributes, constants: dict, reuse: bool
+) -> Run:
     if attrs.is_test:
         scale = attrs.inference_scale
         if len(node.outputs) > 1:
@@ -137,7 +138,7 @@ def _cpu(node: ir.Node, attrs: DropoutAttributes, constants: dict, reuse: bool) 
 
     def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         x, seed, offset = inputs
-        out = kernels.dropout(
+        out = engine.dropout(
             x,
             attrs.p,
             seed=scalar(seed, "seed"),
@@ -151,12 +152,14 @@ def _cpu(node: ir.Node, attrs: DropoutAttributes, constants: dict, reuse: bool) 
     return run
 
 
-def _grad_cpu(node: ir.Node, attrs: DropoutGradAttributes, constants: dict, reuse: bool) -> Run:
+def _grad_binding(
+    engine, node: ir.Node, attrs: DropoutGradAttributes, constants: dict, reuse: bool
+) -> Run:
     mask_or_seed(node, 1)
 
     def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         dy, mask, seed, offset = inputs
-        dx = kernels.dropout_backward(
+        dx = engine.dropout_backward(
             dy,
             attrs.p,
             offset=scalar(offset, "offset"),
@@ -231,6 +234,6 @@ def lower(op, node: ir.Node) -> list[ir.Value]:
 
 
 OPS = (
-    OpDef(DROPOUT_SCHEMA, Dropout, {"cpu": _cpu}, lower, run_check=_run_check),
-    OpDef(DROPOUT_GRAD_SCHEMA, DropoutGrad, {"cpu": _grad_cpu}),
+    OpDef(DROPOUT_SCHEMA, Dropout, per_engine(_dropout_binding), lower, run_check=_run_check),
+    OpDef(DROPOUT_GRAD_SCHEMA, DropoutGrad, per_engine(_grad_binding)),
 )

@@ -9,8 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import kernels
-from fusebridge.ops.common import OpDef, ReferenceOp, Run, require_seed, scalar
+from fusebridge.ops.common import OpDef, ReferenceOp, Run, per_engine, require_seed, scalar
 from fusebridge.ops.dropout import (
     MODE,
     P,
@@ -76,13 +75,15 @@ SOFTMAX_DROPOUT_GRAD_SCHEMA = OpSchema(
 )
 
 
-def _matmul_cpu(node: ir.Node, attrs: MatMulDropoutAttributes, constants: dict, reuse: bool) -> Run:
+def _matmul_binding(
+    engine, node: ir.Node, attrs: MatMulDropoutAttributes, constants: dict, reuse: bool
+) -> Run:
     require_seed(node, 3)
     with_mask = len(node.outputs) > 1
 
     def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         a, b, bias, seed, offset = inputs
-        out = kernels.matmul_dropout(
+        out = engine.matmul_dropout(
             a,
             b,
             attrs.p,
@@ -99,15 +100,15 @@ def _matmul_cpu(node: ir.Node, attrs: MatMulDropoutAttributes, constants: dict, 
     return run
 
 
-def _softmax_cpu(
-    node: ir.Node, attrs: SoftmaxDropoutAttributes, constants: dict, reuse: bool
+def _softmax_binding(
+    engine, node: ir.Node, attrs: SoftmaxDropoutAttributes, constants: dict, reuse: bool
 ) -> Run:
     require_seed(node, 1)
     with_mask = len(node.outputs) > 1
 
     def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         x, seed, offset = inputs
-        out = kernels.softmax_dropout(
+        out = engine.softmax_dropout(
             x,
             attrs.p,
             axis=attrs.axis,
@@ -121,14 +122,14 @@ def _softmax_cpu(
     return run
 
 
-def _softmax_grad_cpu(
-    node: ir.Node, attrs: SoftmaxDropoutAttributes, constants: dict, reuse: bool
+def _softmax_grad_binding(
+    engine, node: ir.Node, attrs: SoftmaxDropoutAttributes, constants: dict, reuse: bool
 ) -> Run:
     mask_or_seed(node, 2)
 
     def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         dy, x, mask, seed, offset = inputs
-        dx = kernels.softmax_dropout_backward(
+        dx = engine.softmax_dropout_backward(
             dy,
             attrs.p,
             x=x,
@@ -184,7 +185,7 @@ class SoftmaxDropoutGrad(ReferenceOp):
 
 
 OPS = (
-    OpDef(MATMUL_DROPOUT_SCHEMA, MatMulDropout, {"cpu": _matmul_cpu}),
-    OpDef(SOFTMAX_DROPOUT_SCHEMA, SoftmaxDropout, {"cpu": _softmax_cpu}),
-    OpDef(SOFTMAX_DROPOUT_GRAD_SCHEMA, SoftmaxDropoutGrad, {"cpu": _softmax_grad_cpu}),
+    OpDef(MATMUL_DROPOUT_SCHEMA, MatMulDropout, per_engine(_matmul_binding)),
+    OpDef(SOFTMAX_DROPOUT_SCHEMA, SoftmaxDropout, per_engine(_softmax_binding)),
+    OpDef(SOFTMAX_DROPOUT_GRAD_SCHEMA, SoftmaxDropoutGrad, per_engine(_softmax_grad_binding)),
 )

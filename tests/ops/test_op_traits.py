@@ -14,7 +14,7 @@ import onnx_ir as ir
 import pytest
 
 from fusebridge import conventions, ops
-from fusebridge.errors import UnsupportedOpError
+from fusebridge.errors import ArgumentTypeError, UnsupportedOpError
 from fusebridge.fuse_passes.portable import to_padded_recurrences
 from fusebridge.ops.common import OpDef, Recurrence
 from fusebridge.ops.gru import FUSION_GRU, FUSION_GRU_SCHEMA
@@ -137,9 +137,21 @@ def test_a_recurrence_names_slots_of_its_schema():
 
 
 def test_an_engine_without_a_binding_is_refused_by_name():
-    node = ops.node("Dropout", [ir.Value(name="x")], {"is_test": 1}, name="drop")
-    with pytest.raises(UnsupportedOpError, match=r"Dropout node 'drop': no binding for engine "):
+    inputs = [ir.Value(name=n) for n in ("e", "offsets", "t")]
+    node = ops.node("CRFDecoding", inputs, {}, name="crf")
+    with pytest.raises(UnsupportedOpError, match=r"CRFDecoding node 'crf': no binding for engine "):
         ops.prepare(node, {}, engine="cuda")
+
+
+def test_the_dropout_family_binds_the_cuda_engine():
+    """Dropout and the fused dropouts run on fusebridge.cuda, which takes device arrays: a host
+    array reaching it is refused by name, not copied behind the caller's back."""
+    for op_type in ("Dropout", "DropoutGrad", "MatMulDropout", "SoftmaxDropout"):
+        assert set(ops.op(op_type).bindings) == {"cpu", "cuda"}
+    node = ops.node("Dropout", [ir.Value(name="x"), ir.Value(name="s")], {"p": 0.5}, name="drop")
+    run = ops.prepare(node, {}, engine="cuda")
+    with pytest.raises(ArgumentTypeError, match="must be a CUDA device array"):
+        run([np.ones(4, np.float32), np.array(1), None])
 
 
 def test_attributes_default_to_the_schema():

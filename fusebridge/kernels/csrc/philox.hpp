@@ -1,7 +1,15 @@
 // Philox4x32 (Random123), shared by the C++ and CUDA engines so both give the same bits.
 // The (seed, offset, idx) -> word mapping is the contract of docs/dropout.md ("The bit contract").
+// NVRTC compiles this file unchanged for the CUDA engine (fusebridge/cuda): it has no
+// <cstdint>, so the fixed-width types are declared here under it.
 #pragma once
+#if defined(__CUDACC_RTC__)
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+typedef long long int64_t;
+#else
 #include <cstdint>
+#endif
 
 #if defined(__CUDACC__)
 #define FB_HOST_DEVICE __host__ __device__ __forceinline__

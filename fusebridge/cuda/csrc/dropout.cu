@@ -1,0 +1,127 @@
+// Standalone dropout on the GPU, the bit contract of docs/dropout.md: local element i draws
+// Philox word (seed, offset, idx) with idx = the map of i into the whole tensor's mask.
+//
+// Work is split by groups of 4 consecutive local elements (one Philox block when their
+// indices are 4-aligned and contiguous, the common case), in a grid-stride loop whose
+// iterations are whole warps: 8 lanes' nibbles make one 32-bit mask word. So any grid and any
+// block of a multiple of 32 threads give the same bits.
+#include "common.cuh"
+
+using namespace fusebridge;
+using namespace fusebridge::cuda;
+
+namespace {
+
+template <int DT>
+__device__ __forceinline__ void load4(const typename Storage<DT>::type* x, int64_t i, int64_t n,
+                                      bool vec, float v[4]) {
+    typedef typename Storage<DT>::type T;
+    if (vec && i + 3 < n) {
+        if (DT == kF32) {
+            const float4 q = *reinterpret_cast<const float4*>(x + i);
+            v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+        } else {
+            const uint2 q = *reinterpret_cast<const uint2*>(x + i);
+            v[0] = Storage<DT>::load(T(q.x & 0xFFFFu)), v[1] = Storage<DT>::load(T(q.x >> 16));
+            v[2] = Storage<DT>::load(T(q.y & 0xFFFFu)), v[3] = Storage<DT>::load(T(q.y >> 16));
+        }
+        return;
+    }
+    for (int j = 0; j < 4; ++j) v[j] = i + j < n ? Storage<DT>::load(x[i + j]) : 0.0f;
+}
+
+template <int DT>
+__device__ __forceinline__ void store4(typename Storage<DT>::type* y, int64_t i, int64_t n,
+                                       bool vec, const float v[4]) {
+    typedef typename Storage<DT>::type T;
+    if (vec && i + 3 < n) {
+        if (DT == kF32) {
+            *reinterpret_cast<float4*>(y + i) = make_float4(v[0], v[1], v[2], v[3]);
+        } else {
+            uint2 q;
+            q.x = uint32_t(Storage<DT>::store(v[0])) | (uint32_t(Storage<DT>::store(v[1])) << 16);
+            q.y = uint32_t(Storage<DT>::store(v[2])) | (uint32_t(Storage<DT>::store(v[3])) << 16);
+            *reinterpret_cast<uint2*>(y + i) = q;
+        }
+        return;
+    }
+    for (int j = 0; j < 4; ++j)
+        if (i + j < n) y[i + j] = Storage<DT>::store(v[j]);
+}
+
+// y = dropout(x (+ bias[i % bias_n])) over n local elements, keep bits to `mask` (32-bit words,
+// may be null). x == y == null generates the mask alone (n counts mask elements then). `vec`:
+// x and y start on 4-element boundaries, so a group loads and stores as one access.
+template <int DT>
+__device__ __forceinline__ void dropout_forward(const typename Storage<DT>::type* x,
+                                                typename Storage<DT>::type* y, uint32_t* mask,
+                                                int64_t n, IndexMap map, const float* bias,
+                                                int64_t bias_n, Stream stream, uint32_t threshold,
+                                                int rule, float scale, bool vec) {
+    KeepBits bits = keep_bits(stream, threshold, rule);
+    const int64_t groups = (n + 3) / 4, nwords = (n + 31) / 32;
+    const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+    const int lane = threadIdx.x & 31;
+    for (int64_t w = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; w * 32 < groups;
+         w += warps) {
+        const int64_t g = w * 32 + lane, i = 4 * g;
+        uint32_t nibble = 0;
+        if (g < groups) {
+            float v[4];
+            if (x) load4<DT>(x, i, n, vec, v);
+            for (int j = 0; j < 4; ++j) {
+                if (i + j >= n) break;
+                const bool keep = bits.keep(uint64_t(map_index(map, i + j)));
+                nibble |= uint32_t(keep) << j;
+                if (x) {
+                    const float b = bias ? bias[(i + j) % bias_n] : 0.0f;
+                    v[j] = keep ? (bias ? v[j] + b : v[j]) * scale : 0.0f;
+                }
+            }
+            if (y) store4<DT>(y, i, n, vec, v);
+        }
+        if (mask) store_nibbles(mask, nwords, g, nibble);
+    }
+}
+
+// y = x * scale where the local packed mask keeps, 0 elsewhere; element i reads mask bit
+// map(i) (the identity, or 0 strides on the axes over which the mask is shared).
+template <int DT>
+__device__ __forceinline__ void dropout_apply(const typename Storage<DT>::type* x,
+                                              typename Storage<DT>::type* y, const uint8_t* mask,
+                                              int64_t n, IndexMap map, float scale, bool vec) {
+    const int64_t groups = (n + 3) / 4;
+    const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+    for (int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += stride) {
+        const int64_t i = 4 * g;
+        float v[4];
+        load4<DT>(x, i, n, vec, v);
+        for (int j = 0; j < 4 && i + j < n; ++j) {
+            const int64_t b = map_index(map, i + j);
+            v[j] = (mask[b >> 3] >> (b & 7)) & 1 ? v[j] * scale : 0.0f;
+        }
+        store4<DT>(y, i, n, vec, v);
+    }
+}
+
+}  // namespace
+
+#define FB_DROPOUT_KERNELS(SUFFIX, DT)                                                          \
+    extern "C" __global__ void dropout_forward_##SUFFIX(                                        \
+        const Storage<DT>::type* x, Storage<DT>::type* y, uint32_t* mask, int64_t n,            \
+        int64_t map_base, int map_nd, const int64_t* map_dims, const float* bias,               \
+        int64_t bias_n, uint64_t seed, uint64_t offset, const uint64_t* seed_ptr,               \
+        const uint64_t* offset_ptr, uint32_t threshold, int rule, float scale, int vec) {       \
+        dropout_forward<DT>(x, y, mask, n, IndexMap{map_base, map_nd, map_dims}, bias, bias_n,  \
+                            read_stream(seed, offset, seed_ptr, offset_ptr), threshold, rule,   \
+                            scale, vec != 0);                                                   \
+    }                                                                                           \
+    extern "C" __global__ void dropout_apply_##SUFFIX(                                          \
+        const Storage<DT>::type* x, Storage<DT>::type* y, const uint8_t* mask, int64_t n,       \
+        int map_nd, const int64_t* map_dims, float scale, int vec) {                            \
+        dropout_apply<DT>(x, y, mask, n, IndexMap{0, map_nd, map_dims}, scale, vec != 0);       \
+    }
+
+FB_DROPOUT_KERNELS(f32, kF32)
+FB_DROPOUT_KERNELS(f16, kF16)
+FB_DROPOUT_KERNELS(bf16, kBF16)

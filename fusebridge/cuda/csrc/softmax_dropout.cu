@@ -1,0 +1,187 @@
+// softmax along an axis with dropout in the same pass, and its backward; float32.
+//
+// The tensor is [outer, L, inner] around the softmax axis (L long); each warp takes whole rows
+// (grid-stride, so any grid works), 4 consecutive elements of a row per lane. The row's
+// maximum and sum come from one online pass (Milakov and Gimelshein, "Online normalizer
+// calculation for softmax", 2018); the output pass reads the row again, from cache for the
+// rows a model has. Element q (the local flat index) keeps by Philox word map(q), as
+// `dropout` of the softmax would.
+#include "common.cuh"
+
+using namespace fusebridge;
+using namespace fusebridge::cuda;
+
+namespace {
+
+// -infinity, without a math header NVRTC may lack.
+#define FB_NEG_INF bits_to_float(0xFF800000u)
+
+// Elements l .. l + 3 of the row starting at `base` (stride `inner`), 0 past the row's end.
+__device__ __forceinline__ void load_row4(const float* p, int64_t base, int64_t l, int64_t len,
+                                          int64_t inner, bool vec, float v[4]) {
+    if (vec && l + 3 < len) {
+        const float4 q = *reinterpret_cast<const float4*>(p + base + l);
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+        return;
+    }
+    for (int j = 0; j < 4; ++j) v[j] = l + j < len ? p[base + (l + j) * inner] : 0.0f;
+}
+
+__device__ __forceinline__ void store_row4(float* p, int64_t base, int64_t l, int64_t len,
+                                           int64_t inner, bool vec, const float v[4]) {
+    if (vec && l + 3 < len) {
+        *reinterpret_cast<float4*>(p + base + l) = make_float4(v[0], v[1], v[2], v[3]);
+        return;
+    }
+    for (int j = 0; j < 4; ++j)
+        if (l + j < len) p[base + (l + j) * inner] = v[j];
+}
+
+// (max, sum of exp(x - max)) of a row, the same in every lane of the warp.
+__device__ __forceinline__ void row_normalizer(const float* x, int64_t base, int64_t len,
+                                               int64_t inner, bool vec, float& m, float& s) {
+    const int lane = threadIdx.x & 31;
+    m = FB_NEG_INF, s = 0.0f;
+    for (int64_t l0 = 0; l0 < len; l0 += 128) {
+        const int64_t l = l0 + 4 * lane;
+        float v[4];
+        load_row4(x, base, l, len, inner, vec, v);
+        for (int j = 0; j < 4 && l + j < len; ++j) {
+            if (v[j] == FB_NEG_INF) continue;  // adds exp(-inf) = 0, and -inf - -inf is NaN
+            if (v[j] > m) {
+                s = s * expf(m - v[j]) + 1.0f;
+                m = v[j];
+            } else {
+                s += expf(v[j] - m);
+            }
+        }
+    }
+    for (int d = 16; d > 0; d /= 2) {
+        const float m2 = __shfl_xor_sync(0xFFFFFFFFu, m, d);
+        const float s2 = __shfl_xor_sync(0xFFFFFFFFu, s, d);
+        const float mn = fmaxf(m, m2);
+        s = (m == FB_NEG_INF ? 0.0f : s * expf(m - mn)) + (m2 == FB_NEG_INF ? 0.0f : s2 * expf(m2 - mn));
+        m = mn;
+    }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int d = 16; d > 0; d /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, d);
+    return v;
+}
+
+// The keep bits of a lane's 4 elements into the zeroed mask (32-bit words). Along a
+// contiguous row (inner == 1) 8 lanes make 32 consecutive bits; strided rows set bit by bit.
+// Every lane of the warp must call this.
+__device__ __forceinline__ void store_row_bits(uint32_t* mask, int64_t base, int64_t l,
+                                               int64_t inner, uint32_t nibble) {
+    const int lane = threadIdx.x & 31;
+    if (inner == 1) {
+        uint32_t v = nibble << (4 * (lane & 7));
+        v |= __shfl_xor_sync(0xFFFFFFFFu, v, 1);
+        v |= __shfl_xor_sync(0xFFFFFFFFu, v, 2);
+        v |= __shfl_xor_sync(0xFFFFFFFFu, v, 4);
+        if ((lane & 7) == 0) or_bits32(mask, base + l, v);
+        return;
+    }
+    for (int j = 0; j < 4; ++j)
+        if ((nibble >> j) & 1) {
+            const int64_t q = base + (l + j) * inner;
+            atomicOr(&mask[q >> 5], 1u << (q & 31));
+        }
+}
+
+struct Rows {
+    int64_t rows, len, inner;
+    __device__ __forceinline__ int64_t base(int64_t r) const {
+        return (r / inner) * len * inner + r % inner;
+    }
+};
+
+}  // namespace
+
+// y = dropout(softmax(x)); the keep bits also go to `mask` (zeroed 32-bit words) when given.
+extern "C" __global__ void softmax_dropout_forward(
+    const float* x, float* y, uint32_t* mask, int64_t rows, int64_t len, int64_t inner,
+    int64_t map_base, int map_nd, const int64_t* map_dims, uint64_t seed, uint64_t offset,
+    const uint64_t* seed_ptr, const uint64_t* offset_ptr, uint32_t threshold, int rule,
+    float scale, int vec) {
+    const Rows shape{rows, len, inner};
+    const IndexMap map{map_base, map_nd, map_dims};
+    KeepBits bits = keep_bits(read_stream(seed, offset, seed_ptr, offset_ptr), threshold, rule);
+    const int lane = threadIdx.x & 31;
+    const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+    for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < rows;
+         r += warps) {
+        const int64_t base = shape.base(r);
+        float m, s;
+        row_normalizer(x, base, len, inner, vec != 0, m, s);
+        const float inv = 1.0f / s;
+        for (int64_t l0 = 0; l0 < len; l0 += 128) {
+            const int64_t l = l0 + 4 * lane;
+            float v[4];
+            load_row4(x, base, l, len, inner, vec != 0, v);
+            uint32_t nibble = 0;
+            for (int j = 0; j < 4 && l + j < len; ++j) {
+                const bool keep = bits.keep(uint64_t(map_index(map, base + (l + j) * inner)));
+                nibble |= uint32_t(keep) << j;
+                v[j] = keep ? expf(v[j] - m) * inv * scale : 0.0f;
+            }
+            store_row4(y, base, l, len, inner, vec != 0, v);
+            if (mask) store_row_bits(mask, base, l, inner, nibble);
+        }
+    }
+}
+
+// dx = P * (g - sum(g * P)) with g = dy * keep * scale and P = softmax(x) recomputed from x
+// (from_x) or read from `src` = probs. The bits come from the local packed mask when given,
+// else from Philox (seed, offset). dx may be dy itself: a row is read whole before written.
+extern "C" __global__ void softmax_dropout_backward(
+    const float* dy, const float* src, int from_x, const uint8_t* mask, float* dx, int64_t rows,
+    int64_t len, int64_t inner, int64_t map_base, int map_nd, const int64_t* map_dims,
+    uint64_t seed, uint64_t offset, const uint64_t* seed_ptr, const uint64_t* offset_ptr,
+    uint32_t threshold, int rule, float scale, int vec) {
+    const Rows shape{rows, len, inner};
+    const IndexMap map{map_base, map_nd, map_dims};
+    KeepBits bits = keep_bits(read_stream(seed, offset, seed_ptr, offset_ptr), threshold, rule);
+    const int lane = threadIdx.x & 31;
+    const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+    for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < rows;
+         r += warps) {
+        const int64_t base = shape.base(r);
+        float m = 0.0f, inv = 1.0f;
+        if (from_x) {
+            float s;
+            row_normalizer(src, base, len, inner, vec != 0, m, s);
+            inv = 1.0f / s;
+        }
+        // g and P of 4 elements; P from x or probs.
+        auto grad = [&](int64_t l, float g[4], float p[4]) {
+            load_row4(dy, base, l, len, inner, vec != 0, g);
+            load_row4(src, base, l, len, inner, vec != 0, p);
+            for (int j = 0; j < 4; ++j) {
+                if (l + j >= len) break;
+                const int64_t q = base + (l + j) * inner;
+                const bool keep = mask ? (mask[q >> 3] >> (q & 7)) & 1
+                                       : bits.keep(uint64_t(map_index(map, q)));
+                g[j] = keep ? g[j] * scale : 0.0f;
+                if (from_x) p[j] = expf(p[j] - m) * inv;
+            }
+        };
+        float dot = 0.0f;
+        for (int64_t l0 = 0; l0 < len; l0 += 128) {
+            const int64_t l = l0 + 4 * lane;
+            float g[4], p[4];
+            grad(l, g, p);
+            for (int j = 0; j < 4 && l + j < len; ++j) dot += g[j] * p[j];
+        }
+        dot = warp_sum(dot);
+        for (int64_t l0 = 0; l0 < len; l0 += 128) {
+            const int64_t l = l0 + 4 * lane;
+            float g[4], p[4];
+            grad(l, g, p);
+            for (int j = 0; j < 4; ++j) g[j] = p[j] * (g[j] - dot);
+            store_row4(dx, base, l, len, inner, vec != 0, g);
+        }
+    }
+}

@@ -1,0 +1,203 @@
+"""The cuda engine's benchmarks (docs/cuda.md), run by `python -m fusebridge.cuda.check` on a
+GPU: each row times our op and its peers side by side, interleaved in blocks, with CUDA
+events around many calls; the median per call is reported, ratios against the peers. TF32 is
+off everywhere (torch's flags cleared, CuPy's matmul without CUPY_TF32)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from fusebridge import cuda
+
+BLOCKS = 5
+
+
+def _time(fn: Callable[[], object], calls: int) -> float:
+    """Milliseconds per call over `calls` back-to-back calls, by CUDA events."""
+    import cupy
+
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    end.synchronize()
+    return cupy.cuda.get_elapsed_time(start, end) / calls
+
+
+def compare(peers: dict[str, Callable[[], object]], calls: int) -> dict[str, dict]:
+    """Median ms per call of each peer, interleaved: block b times every peer once, in a
+    rotated order, after a short settle pause. Also the spread (min, max) of the blocks."""
+    import cupy
+
+    for fn in peers.values():  # warm-up: module load, compilation, allocator, cuBLAS handles
+        fn()
+    cupy.cuda.Device().synchronize()
+    samples: dict[str, list[float]] = {name: [] for name in peers}
+    names = list(peers)
+    for block in range(BLOCKS):
+        time.sleep(0.05)
+        for name in names[block % len(names) :] + names[: block % len(names)]:
+            samples[name].append(_time(peers[name], calls))
+    return {
+        name: {"ms": statistics.median(s), "min": min(s), "max": max(s)}
+        for name, s in samples.items()
+    }
+
+
+def _row(name: str, times: dict, ours: str, bytes_moved: dict[str, float] | None = None) -> dict:
+    row = {"benchmark": name, "times": times}
+    row["ratios"] = {
+        peer: times[peer]["ms"] / times[ours]["ms"] for peer in times if peer != ours
+    }  # > 1: ours is faster
+    if bytes_moved:
+        row["GB/s"] = {k: v / times[k]["ms"] / 1e6 for k, v in bytes_moved.items()}
+    return row
+
+
+def dropout_rows() -> list[dict]:
+    import cupy
+    import torch
+
+    n = 256 << 20
+    x = cupy.random.standard_normal(n, dtype=np.float32)
+    y = cupy.empty_like(x)
+    xt = torch.as_tensor(x, device="cuda")
+    dy = cupy.random.standard_normal(n, dtype=np.float32)
+    _, mask = cuda.dropout(x, 0.1, seed=1, return_mask=True)
+    data = 2 * n * 4  # read x, write y
+    fwd = compare(
+        {
+            "ours (y + 1-bit mask)": lambda: cuda.dropout(x, 0.1, seed=1, return_mask=True, out=y),
+            "device copy": lambda: y.data.copy_from_device_async(x.data, n * 4),
+            "torch F.dropout": lambda: torch.nn.functional.dropout(xt, 0.1, training=True),
+        },
+        calls=10,
+    )
+    moved = {
+        "ours (y + 1-bit mask)": data + n / 8,
+        "device copy": data,
+        "torch F.dropout": data + n,
+    }
+    rows = [_row("dropout forward 256 Mi f32, p=0.1", fwd, "ours (y + 1-bit mask)", moved)]
+    mask_t = torch.rand(n, device="cuda") > 0.1
+    dyt = torch.as_tensor(dy, device="cuda")
+    bwd = compare(
+        {
+            "ours from mask": lambda: cuda.dropout_backward(dy, 0.1, mask=mask, out=y),
+            "ours recomputed": lambda: cuda.dropout_backward(dy, 0.1, seed=1, out=y),
+            "torch native_dropout_backward": lambda: torch.ops.aten.native_dropout_backward(
+                dyt, mask_t, 1 / 0.9
+            ),
+        },
+        calls=10,
+    )
+    rows.append(_row("dropout backward 256 Mi f32", bwd, "ours from mask"))
+    return rows
+
+
+def softmax_rows() -> list[dict]:
+    import cupy
+    import torch
+
+    shape = (16, 16, 512, 512)
+    x = cupy.random.standard_normal(shape, dtype=np.float32)
+    y = cupy.empty_like(x)
+    xt = torch.as_tensor(x, device="cuda")
+    fwd = compare(
+        {
+            "ours softmax_dropout": lambda: cuda.softmax_dropout(x, 0.1, seed=1, out=y),
+            "torch softmax + dropout": lambda: torch.nn.functional.dropout(
+                torch.softmax(xt, -1), 0.1, training=True
+            ),
+        },
+        calls=10,
+    )
+    rows = [_row("softmax_dropout forward [16,16,512,512]", fwd, "ours softmax_dropout")]
+    _, mask = cuda.softmax_dropout(x, 0.1, seed=1, return_mask=True)
+    probs = cuda.softmax(x)
+    dy = cupy.random.standard_normal(shape, dtype=np.float32)
+    dx = cupy.empty_like(x)
+    pt, dyt = torch.as_tensor(probs, device="cuda"), torch.as_tensor(dy, device="cuda")
+    mask_t = torch.rand(shape, device="cuda") > 0.1
+
+    def torch_backward():
+        g = torch.ops.aten.native_dropout_backward(dyt, mask_t, 1 / 0.9)
+        return torch.ops.aten._softmax_backward_data(g, pt, -1, torch.float32)
+
+    bwd = compare(
+        {
+            "ours from probs + mask": lambda: cuda.softmax_dropout_backward(
+                dy, 0.1, probs=probs, mask=mask, out=dx
+            ),
+            "ours from x, recomputed": lambda: cuda.softmax_dropout_backward(
+                dy, 0.1, x=x, seed=1, out=dx
+            ),
+            "torch dropout + softmax backward": torch_backward,
+        },
+        calls=10,
+    )
+    rows.append(_row("softmax_dropout backward [16,16,512,512]", bwd, "ours from probs + mask"))
+    return rows
+
+
+def matmul_rows() -> list[dict]:
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return [
+        _matmul_row(4096, 4096, 4096, calls=5),
+        _matmul_row(64, 512, 2048, calls=200),
+    ]
+
+
+def _matmul_row(m: int, k: int, n: int, calls: int) -> dict:
+    import cupy
+
+    a = cupy.random.standard_normal((m, k), dtype=np.float32)
+    b = cupy.random.standard_normal((k, n), dtype=np.float32)
+    y, g = cupy.empty((m, n), np.float32), cupy.empty((m, n), np.float32)
+    times = compare(
+        {
+            "ours matmul_dropout": lambda: cuda.matmul_dropout(a, b, 0.1, seed=1, out=y),
+            "bare cuBLAS GEMM": lambda: cupy.matmul(a, b, out=g),
+        },
+        calls=calls,
+    )
+    return _row(f"matmul_dropout [{m},{k}]x[{k},{n}]", times, "ours matmul_dropout")
+
+
+def run_all() -> list[dict]:
+    rows = []
+    for part in (dropout_rows, softmax_rows, matmul_rows):
+        try:
+            rows.extend(part())
+        except Exception as exc:
+            rows.append({"benchmark": part.__name__, "error": repr(exc)})
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = [
+        "| benchmark | peer | ms (median) | min-max | peer ms / ours ms | GB/s |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        if "error" in row:
+            lines.append(f"| {row['benchmark']} | error: {row['error']} | | | | |")
+            continue
+        for peer, t in row["times"].items():
+            ratio = row["ratios"].get(peer)
+            gbs = row.get("GB/s", {}).get(peer)
+            ratio = "" if ratio is None else f"{ratio:.3f}"
+            gbs = "" if gbs is None else f"{gbs:.0f}"
+            spread = f"{t['min']:.4f}-{t['max']:.4f}"
+            lines.append(
+                f"| {row['benchmark']} | {peer} | {t['ms']:.4f} | {spread} | {ratio} | {gbs} |"
+            )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,103 @@
+"""The cuda engine's kernels run on the CPU: the UNCHANGED sources of fusebridge/cuda/csrc
+compiled by g++ with the emulator of tests/cuda/emulator (a block's threads as fibers, warps'
+shuffles and ballots as meeting points) under AddressSanitizer and UBSan, driven by the
+engine's own Python code, against the cpu engine: the case list the GPU check runs first
+(fusebridge/cuda/gpu_cases.py), under several launch shapes. cuBLAS is not emulated: the GEMM
+of matmul_dropout is numpy's here (its epilogue is ours and runs emulated)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from helpers.cuda_emulator import Emulator, build_harness, compiler
+
+from fusebridge.cuda import build, device, gpu_cases
+
+pytestmark = pytest.mark.skipif(compiler() is None, reason="the emulator needs g++")
+
+KERNELS = [
+    f"dropout_{kind}_{suffix}" for kind in ("forward", "apply") for suffix in ("f32", "f16", "bf16")
+] + ["softmax_dropout_forward", "softmax_dropout_backward"]
+
+
+class EmulatedLauncher:
+    """fusebridge.cuda.device's Launcher on the emulator: numpy arrays for device memory, and a
+    launch shape of our choosing (the kernels must give the same bits for any)."""
+
+    xp = np
+
+    def __init__(self, emulator: Emulator, block: int, max_grid: int) -> None:
+        self.emulator, self.block, self.max_grid = emulator, block, max_grid
+        # Part of every descriptor, so primitives cached for one shape never serve another.
+        self.device = f"emulated:{block}x{max_grid}"
+        self.launches: list[tuple[str, int, int]] = []
+
+    def launch(self, source: str, kernel: str, warps: int, args: Sequence[object]) -> None:
+        grid = max(1, min(-(-warps // (self.block // 32)), self.max_grid))
+        self.launches.append((kernel, grid, self.block))
+        self.emulator.launch(kernel, grid, self.block, args)
+
+    def empty(self, shape, dtype, *, zeros=False):
+        # Poisoned, not zero: a kernel that leaves an element unwritten shows.
+        if zeros:
+            return np.zeros(shape, dtype)
+        out = np.empty(shape, dtype)
+        out.reshape(-1).view(np.uint8)[...] = 0xA5
+        return out
+
+    def upload(self, host):
+        return np.array(host, copy=True)
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory) -> Emulator:
+    harness = build_harness(
+        [build.CSRC / s for s in build.SOURCES],
+        KERNELS,
+        [build.CSRC, build.KERNELS_CSRC],
+        tmp_path_factory.mktemp("emulator"),
+    )
+    return Emulator(harness)
+
+
+def _host_io() -> gpu_cases.Arrays:
+    # Copies, as to and from a device: the engine never sees the oracle's arrays.
+    return gpu_cases.Arrays(lambda a: np.array(a, copy=True), lambda a: np.asarray(a))
+
+
+def _failed(results: list[dict]) -> list[dict]:
+    assert results
+    return [r for r in results if not r["ok"]]
+
+
+def test_every_case_of_the_gpu_check_passes_emulated(emulator):
+    """The whole case list, with a launch shape that makes every kernel loop grid-stride."""
+    launcher = EmulatedLauncher(emulator, block=64, max_grid=3)
+    with device.emulated(launcher):
+        results = gpu_cases.run_all(_host_io())
+    assert _failed(results) == []
+    launched = {kernel for kernel, *_ in launcher.launches}
+    assert launched == set(KERNELS)
+
+
+@pytest.mark.parametrize(("block", "max_grid"), [(32, 1), (96, 2), (256, 5)])
+def test_the_bits_do_not_depend_on_the_launch_shape(emulator, block, max_grid):
+    launcher = EmulatedLauncher(emulator, block, max_grid)
+    with device.emulated(launcher):
+        results = gpu_cases.run_all(_host_io(), small=True)
+    assert _failed(results) == []
+
+
+def test_an_unwritten_output_element_would_show(emulator):
+    """The launcher poisons fresh outputs, so the equality checks above see any element the
+    kernels skip: here a dropout over a tensor too large for one warp's first pass."""
+    launcher = EmulatedLauncher(emulator, block=32, max_grid=1)
+    x = np.arange(1000, dtype=np.float32)
+    with device.emulated(launcher):
+        from fusebridge import cuda, kernels
+
+        y, mask = cuda.dropout(x, 0.5, seed=3, return_mask=True)
+    want, want_mask = kernels.dropout(x, 0.5, seed=3, return_mask=True)
+    assert y.tobytes() == want.tobytes() and mask.tobytes() == want_mask.tobytes()
