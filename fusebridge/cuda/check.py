@@ -100,32 +100,28 @@ def sanitizer(outdir: Path) -> dict:
     tool = shutil.which("compute-sanitizer")
     if tool is None:
         return {"ok": None, "skipped": "compute-sanitizer is not on PATH"}
-    runs = {}
+    runs, logs = {}, []
     deadline = time.monotonic() + SANITIZER_SECONDS
     for name in ("memcheck", "racecheck"):
         left = deadline - time.monotonic()
         if left < 10:
             runs[name] = {"skipped": "out of the time box"}
             continue
-        cmd = [
-            tool,
-            "--tool",
-            name,
-            "--error-exitcode",
-            "3",
-            sys.executable,
-            "-m",
-            "fusebridge.cuda.gpu_cases",
-            "--small",
-        ]
+        cmd = [tool, "--tool", name, "--error-exitcode", "3", sys.executable, "-m"]
+        cmd += ["fusebridge.cuda.gpu_cases", "--small"]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=left)
-            (outdir / f"sanitizer_{name}.log").write_text(done.stdout + done.stderr)
-            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-            runs[name] = {"exit": done.returncode, "tail": tail}
         except subprocess.TimeoutExpired:
-            runs[name] = {"exit": None, "tail": ["timed out"]}
-    ok = all(r.get("exit") in (0, None) for r in runs.values() if "exit" in r)
+            runs[name] = {"exit": None, "summary": ["timed out"]}
+            continue
+        text = done.stdout + done.stderr
+        logs.append(f"==== {name}: exit {done.returncode}\n{text}")
+        summary = [
+            line for line in text.splitlines() if "ERROR SUMMARY" in line or "cases," in line
+        ]
+        runs[name] = {"exit": done.returncode, "summary": summary}
+    (outdir / "sanitizer.log").write_text("\n".join(logs))
+    ok = all(r.get("exit") == 0 for r in runs.values() if "exit" in r)
     return {"ok": ok, "runs": runs}
 
 

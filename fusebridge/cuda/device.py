@@ -136,13 +136,19 @@ def current_launcher(device: int | None = None) -> Launcher:
     return _device(cupy.cuda.Device().id if device is None else int(device))
 
 
+_CUPY_WITH_GPU = None  # CuPy, once a call has found a GPU behind it (that stays true)
+
+
 def _usable_cupy():
     """CuPy with a driver and a GPU behind it, or the engine's error saying what is missing
     (CuPy's own would come from deep inside a call, or not at all until a launch)."""
-    cupy = cupy_module()
-    if not cupy.cuda.is_available():
-        raise CudaUnavailableError("the cuda engine found no CUDA driver or GPU here")
-    return cupy
+    global _CUPY_WITH_GPU
+    if _CUPY_WITH_GPU is None:
+        cupy = cupy_module()
+        if not cupy.cuda.is_available():
+            raise CudaUnavailableError("the cuda engine found no CUDA driver or GPU here")
+        _CUPY_WITH_GPU = cupy
+    return _CUPY_WITH_GPU
 
 
 def launcher_for(op: str, name: str, x: object) -> tuple[Launcher, Any]:

@@ -44,7 +44,13 @@ def compare(peers: dict[str, Callable[[], object]], calls: int) -> dict[str, dic
         for name in names[block % len(names) :] + names[: block % len(names)]:
             samples[name].append(_time(peers[name], calls))
     return {
-        name: {"ms": statistics.median(s), "min": min(s), "max": max(s)}
+        name: {
+            "ms": statistics.median(s),
+            "min": min(s),
+            "max": max(s),
+            # the same calls again, all of one peer in a row, after the interleaved blocks
+            "back_to_back_ms": _time(peers[name], calls * BLOCKS),
+        }
         for name, s in samples.items()
     }
 
@@ -184,8 +190,8 @@ def run_all() -> list[dict]:
 
 def table(rows: list[dict]) -> str:
     lines = [
-        "| benchmark | peer | ms (median) | min-max | peer ms / ours ms | GB/s |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
+        "| benchmark | peer | ms (median) | min-max | back to back | peer ms / ours ms | GB/s |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
         if "error" in row:

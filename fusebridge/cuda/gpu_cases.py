@@ -147,6 +147,8 @@ def softmax_cases(io: Arrays, small: bool = False) -> Iterator[dict]:
         cases += [
             ((16, 512), -1, None),
             ((3, 300), 1, None),
+            ((3, 600), -1, None),  # cached forward, streamed backward
+            ((2, 1100), -1, None),  # streamed both ways
             ((2, 3, 4, 64), 2, None),
             ((4, 24), -1, ((10, 24), (3, 0))),
             ((3, 5, 8), 1, ((6, 5, 8), (2, 0, 0))),

@@ -12,6 +12,8 @@ using namespace fusebridge::cuda;
 
 namespace {
 
+constexpr int kUnroll = 4;  // groups of 4 elements a lane has in flight
+
 template <int DT>
 __device__ __forceinline__ void load4(const typename Storage<DT>::type* x, int64_t i, int64_t n,
                                       bool vec, float v[4]) {
@@ -52,6 +54,10 @@ __device__ __forceinline__ void store4(typename Storage<DT>::type* y, int64_t i,
 // y = dropout(x (+ bias[i % bias_n])) over n local elements, keep bits to `mask` (32-bit words,
 // may be null). x == y == null generates the mask alone (n counts mask elements then). `vec`:
 // x and y start on 4-element boundaries, so a group loads and stores as one access.
+//
+// A warp's iteration covers kUnroll rows of 32 groups; a lane loads its kUnroll groups before
+// it computes any, so that several 16-byte loads per thread are in flight: one would leave
+// the memory system idle between a load and the stores that follow it.
 template <int DT>
 __device__ __forceinline__ void dropout_forward(const typename Storage<DT>::type* x,
                                                 typename Storage<DT>::type* y, uint32_t* mask,
@@ -62,52 +68,74 @@ __device__ __forceinline__ void dropout_forward(const typename Storage<DT>::type
     const int64_t groups = (n + 3) / 4, nwords = (n + 31) / 32;
     const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
     const int lane = threadIdx.x & 31;
-    for (int64_t w = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; w * 32 < groups;
-         w += warps) {
-        const int64_t g = w * 32 + lane, i = 4 * g;
-        uint32_t nibble = 0;
-        if (g < groups) {
-            float v[4];
-            if (x) load4<DT>(x, i, n, vec, v);
-            for (int j = 0; j < 4; ++j) {
-                if (i + j >= n) break;
-                const bool keep = bits.keep(uint64_t(map_index(map, i + j)));
-                nibble |= uint32_t(keep) << j;
-                if (x) {
-                    const float b = bias ? bias[(i + j) % bias_n] : 0.0f;
-                    v[j] = keep ? (bias ? v[j] + b : v[j]) * scale : 0.0f;
-                }
-            }
-            if (y) store4<DT>(y, i, n, vec, v);
+    for (int64_t w = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+         w * 32 * kUnroll < groups; w += warps) {
+        float v[kUnroll][4];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int64_t g = (w * kUnroll + u) * 32 + lane;
+            if (x && g < groups) load4<DT>(x, 4 * g, n, vec, v[u]);
         }
-        if (mask) store_nibbles(mask, nwords, g, nibble);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int64_t g = (w * kUnroll + u) * 32 + lane, i = 4 * g;
+            uint32_t nibble = 0;
+            if (g < groups) {
+                for (int j = 0; j < 4; ++j) {
+                    if (i + j >= n) break;
+                    const bool keep = bits.keep(uint64_t(map_index(map, i + j)));
+                    nibble |= uint32_t(keep) << j;
+                    const float b = bias ? bias[(i + j) % bias_n] : 0.0f;
+                    v[u][j] = keep ? (bias ? v[u][j] + b : v[u][j]) * scale : 0.0f;
+                }
+                if (y) store4<DT>(y, i, n, vec, v[u]);
+            }
+            if (mask) store_nibbles(mask, nwords, g, nibble);
+        }
     }
 }
 
 // y = x * scale where the local packed mask keeps, 0 elsewhere; element i reads mask bit
-// map(i) (the identity, or 0 strides on the axes over which the mask is shared).
+// map(i) (the identity, or 0 strides on the axes over which the mask is shared). Loads are
+// issued kUnroll groups ahead, as in dropout_forward.
 template <int DT>
 __device__ __forceinline__ void dropout_apply(const typename Storage<DT>::type* x,
                                               typename Storage<DT>::type* y, const uint8_t* mask,
                                               int64_t n, IndexMap map, float scale, bool vec) {
     const int64_t groups = (n + 3) / 4;
-    const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-    for (int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += stride) {
-        const int64_t i = 4 * g;
-        float v[4];
-        load4<DT>(x, i, n, vec, v);
-        for (int j = 0; j < 4 && i + j < n; ++j) {
-            const int64_t b = map_index(map, i + j);
-            v[j] = (mask[b >> 3] >> (b & 7)) & 1 ? v[j] * scale : 0.0f;
+    const int64_t threads = int64_t(gridDim.x) * blockDim.x;
+    for (int64_t g0 = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g0 < groups;
+         g0 += threads * kUnroll) {
+        float v[kUnroll][4];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int64_t g = g0 + u * threads;
+            if (g < groups) load4<DT>(x, 4 * g, n, vec, v[u]);
         }
-        store4<DT>(y, i, n, vec, v);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int64_t g = g0 + u * threads, i = 4 * g;
+            if (g >= groups) break;
+            // The identity map reads the group's 4 bits with one byte load.
+            const uint32_t nibble = map.nd == 0 ? (mask[i >> 3] >> (i & 4)) & 0xFu : 0u;
+            for (int j = 0; j < 4 && i + j < n; ++j) {
+                int64_t b = i + j;
+                bool keep = (nibble >> j) & 1;
+                if (map.nd != 0) {
+                    b = map_index(map, i + j);
+                    keep = (mask[b >> 3] >> (b & 7)) & 1;
+                }
+                v[u][j] = keep ? v[u][j] * scale : 0.0f;
+            }
+            store4<DT>(y, i, n, vec, v[u]);
+        }
     }
 }
 
 }  // namespace
 
 #define FB_DROPOUT_KERNELS(SUFFIX, DT)                                                          \
-    extern "C" __global__ void dropout_forward_##SUFFIX(                                        \
+    extern "C" __global__ void __launch_bounds__(256, 3) dropout_forward_##SUFFIX(                                        \
         const Storage<DT>::type* x, Storage<DT>::type* y, uint32_t* mask, int64_t n,            \
         int64_t map_base, int map_nd, const int64_t* map_dims, const float* bias,               \
         int64_t bias_n, uint64_t seed, uint64_t offset, const uint64_t* seed_ptr,               \
@@ -116,7 +144,7 @@ __device__ __forceinline__ void dropout_apply(const typename Storage<DT>::type* 
                             read_stream(seed, offset, seed_ptr, offset_ptr), threshold, rule,   \
                             scale, vec != 0);                                                   \
     }                                                                                           \
-    extern "C" __global__ void dropout_apply_##SUFFIX(                                          \
+    extern "C" __global__ void __launch_bounds__(256, 3) dropout_apply_##SUFFIX(                                          \
         const Storage<DT>::type* x, Storage<DT>::type* y, const uint8_t* mask, int64_t n,       \
         int map_nd, const int64_t* map_dims, float scale, int vec) {                            \
         dropout_apply<DT>(x, y, mask, n, IndexMap{0, map_nd, map_dims}, scale, vec != 0);       \

@@ -1,11 +1,12 @@
 // softmax along an axis with dropout in the same pass, and its backward; float32.
 //
 // The tensor is [outer, L, inner] around the softmax axis (L long); each warp takes whole rows
-// (grid-stride, so any grid works), 4 consecutive elements of a row per lane. The row's
-// maximum and sum come from one online pass (Milakov and Gimelshein, "Online normalizer
-// calculation for softmax", 2018); the output pass reads the row again, from cache for the
-// rows a model has. Element q (the local flat index) keeps by Philox word map(q), as
-// `dropout` of the softmax would.
+// (grid-stride, so any grid works), 4 consecutive elements of a row per lane. Rows of up to
+// 512 or 1024 elements (attention's rows) are read once into registers, all their loads in
+// flight together, and written once: one pass over memory. Longer rows stream: the maximum
+// and sum from one online pass (Milakov and Gimelshein, "Online normalizer calculation for
+// softmax", 2018), then the output pass reads the row again. Element q (the local flat index)
+// keeps by Philox word map(q), as `dropout` of the softmax would.
 #include "common.cuh"
 
 using namespace fusebridge;
@@ -15,6 +16,11 @@ namespace {
 
 // -infinity, without a math header NVRTC may lack.
 #define FB_NEG_INF bits_to_float(0xFF800000u)
+
+// Chunks of 128 elements a warp holds: rows up to 1024 cached forward; up to 512 backward,
+// which holds two rows (dy and P) within the same registers.
+constexpr int kCached = 8;
+constexpr int kCachedBackward = 4;
 
 // Elements l .. l + 3 of the row starting at `base` (stride `inner`), 0 past the row's end.
 __device__ __forceinline__ void load_row4(const float* p, int64_t base, int64_t l, int64_t len,
@@ -70,6 +76,17 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+__device__ __forceinline__ float warp_max(float v) {
+    for (int d = 16; d > 0; d /= 2) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, d));
+    return v;
+}
+
+// The keep bit of element l of the row, from the local packed mask or drawn.
+__device__ __forceinline__ bool row_keep(const uint8_t* mask, KeepBits& bits, const IndexMap& map,
+                                         int64_t q) {
+    return mask ? (mask[q >> 3] >> (q & 7)) & 1 : bits.keep(uint64_t(map_index(map, q)));
+}
+
 // The keep bits of a lane's 4 elements into the zeroed mask (32-bit words). Along a
 // contiguous row (inner == 1) 8 lanes make 32 consecutive bits; strided rows set bit by bit.
 // Every lane of the warp must call this.
@@ -91,6 +108,20 @@ __device__ __forceinline__ void store_row_bits(uint32_t* mask, int64_t base, int
         }
 }
 
+// e[j] = exp(x - max) of elements l .. l + 3 becomes dropout(e * inv) (0 past the row's
+// end); returns their keep bits.
+__device__ __forceinline__ uint32_t drop_chunk(KeepBits& bits, const IndexMap& map, int64_t base,
+                                               int64_t l, int64_t len, int64_t inner, float inv,
+                                               float scale, float e[4]) {
+    uint32_t nibble = 0;
+    for (int j = 0; j < 4; ++j) {
+        const bool keep = l + j < len && bits.keep(uint64_t(map_index(map, base + (l + j) * inner)));
+        nibble |= uint32_t(keep) << j;
+        e[j] = keep ? e[j] * inv * scale : 0.0f;
+    }
+    return nibble;
+}
+
 struct Rows {
     int64_t rows, len, inner;
     __device__ __forceinline__ int64_t base(int64_t r) const {
@@ -101,7 +132,7 @@ struct Rows {
 }  // namespace
 
 // y = dropout(softmax(x)); the keep bits also go to `mask` (zeroed 32-bit words) when given.
-extern "C" __global__ void softmax_dropout_forward(
+extern "C" __global__ void __launch_bounds__(256, 2) softmax_dropout_forward(
     const float* x, float* y, uint32_t* mask, int64_t rows, int64_t len, int64_t inner,
     int64_t map_base, int map_nd, const int64_t* map_dims, uint64_t seed, uint64_t offset,
     const uint64_t* seed_ptr, const uint64_t* offset_ptr, uint32_t threshold, int rule,
@@ -114,6 +145,35 @@ extern "C" __global__ void softmax_dropout_forward(
     for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < rows;
          r += warps) {
         const int64_t base = shape.base(r);
+        if (len <= kCached * 128) {
+            float v[kCached][4];
+#pragma unroll
+            for (int c = 0; c < kCached; ++c)
+                if (c * 128 < len) load_row4(x, base, c * 128 + 4 * lane, len, inner, vec != 0, v[c]);
+            float m = FB_NEG_INF, s = 0.0f;
+#pragma unroll
+            for (int c = 0; c < kCached; ++c)
+                for (int j = 0; j < 4; ++j)
+                    if (c * 128 + 4 * lane + j < len) m = fmaxf(m, v[c][j]);
+            m = warp_max(m);
+#pragma unroll
+            for (int c = 0; c < kCached; ++c)
+                for (int j = 0; j < 4; ++j) {
+                    const bool in = c * 128 + 4 * lane + j < len;
+                    v[c][j] = in ? expf(v[c][j] - m) : 0.0f;
+                    s += v[c][j];
+                }
+            const float inv = 1.0f / warp_sum(s);
+#pragma unroll
+            for (int c = 0; c < kCached; ++c)
+                if (c * 128 < len) {
+                    const int64_t l = c * 128 + 4 * lane;
+                    const uint32_t nibble = drop_chunk(bits, map, base, l, len, inner, inv, scale, v[c]);
+                    store_row4(y, base, l, len, inner, vec != 0, v[c]);
+                    if (mask) store_row_bits(mask, base, l, inner, nibble);
+                }
+            continue;
+        }
         float m, s;
         row_normalizer(x, base, len, inner, vec != 0, m, s);
         const float inv = 1.0f / s;
@@ -121,12 +181,8 @@ extern "C" __global__ void softmax_dropout_forward(
             const int64_t l = l0 + 4 * lane;
             float v[4];
             load_row4(x, base, l, len, inner, vec != 0, v);
-            uint32_t nibble = 0;
-            for (int j = 0; j < 4 && l + j < len; ++j) {
-                const bool keep = bits.keep(uint64_t(map_index(map, base + (l + j) * inner)));
-                nibble |= uint32_t(keep) << j;
-                v[j] = keep ? expf(v[j] - m) * inv * scale : 0.0f;
-            }
+            for (int j = 0; j < 4; ++j) v[j] = expf(v[j] - m);
+            const uint32_t nibble = drop_chunk(bits, map, base, l, len, inner, inv, scale, v);
             store_row4(y, base, l, len, inner, vec != 0, v);
             if (mask) store_row_bits(mask, base, l, inner, nibble);
         }
@@ -136,7 +192,7 @@ extern "C" __global__ void softmax_dropout_forward(
 // dx = P * (g - sum(g * P)) with g = dy * keep * scale and P = softmax(x) recomputed from x
 // (from_x) or read from `src` = probs. The bits come from the local packed mask when given,
 // else from Philox (seed, offset). dx may be dy itself: a row is read whole before written.
-extern "C" __global__ void softmax_dropout_backward(
+extern "C" __global__ void __launch_bounds__(256, 2) softmax_dropout_backward(
     const float* dy, const float* src, int from_x, const uint8_t* mask, float* dx, int64_t rows,
     int64_t len, int64_t inner, int64_t map_base, int map_nd, const int64_t* map_dims,
     uint64_t seed, uint64_t offset, const uint64_t* seed_ptr, const uint64_t* offset_ptr,
@@ -149,6 +205,50 @@ extern "C" __global__ void softmax_dropout_backward(
     for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < rows;
          r += warps) {
         const int64_t base = shape.base(r);
+        if (len <= kCachedBackward * 128) {
+            float g[kCachedBackward][4], p[kCachedBackward][4];
+#pragma unroll
+            for (int c = 0; c < kCachedBackward; ++c)
+                if (c * 128 < len) {
+                    load_row4(dy, base, c * 128 + 4 * lane, len, inner, vec != 0, g[c]);
+                    load_row4(src, base, c * 128 + 4 * lane, len, inner, vec != 0, p[c]);
+                }
+            if (from_x) {  // P = softmax(x), as the forward computes it
+                float m = FB_NEG_INF, s = 0.0f;
+#pragma unroll
+                for (int c = 0; c < kCachedBackward; ++c)
+                    for (int j = 0; j < 4; ++j)
+                        if (c * 128 + 4 * lane + j < len) m = fmaxf(m, p[c][j]);
+                m = warp_max(m);
+#pragma unroll
+                for (int c = 0; c < kCachedBackward; ++c)
+                    for (int j = 0; j < 4; ++j) {
+                        p[c][j] = c * 128 + 4 * lane + j < len ? expf(p[c][j] - m) : 0.0f;
+                        s += p[c][j];
+                    }
+                const float inv = 1.0f / warp_sum(s);
+#pragma unroll
+                for (int c = 0; c < kCachedBackward; ++c)
+                    for (int j = 0; j < 4; ++j) p[c][j] *= inv;
+            }
+            float dot = 0.0f;
+#pragma unroll
+            for (int c = 0; c < kCachedBackward; ++c)
+                for (int j = 0; j < 4; ++j) {
+                    const int64_t l = c * 128 + 4 * lane + j;
+                    const bool keep = l < len && row_keep(mask, bits, map, base + l * inner);
+                    g[c][j] = keep ? g[c][j] * scale : 0.0f;
+                    dot += g[c][j] * p[c][j];
+                }
+            dot = warp_sum(dot);
+#pragma unroll
+            for (int c = 0; c < kCachedBackward; ++c)
+                if (c * 128 < len) {
+                    for (int j = 0; j < 4; ++j) g[c][j] = p[c][j] * (g[c][j] - dot);
+                    store_row4(dx, base, c * 128 + 4 * lane, len, inner, vec != 0, g[c]);
+                }
+            continue;
+        }
         float m = 0.0f, inv = 1.0f;
         if (from_x) {
             float s;
@@ -161,10 +261,7 @@ extern "C" __global__ void softmax_dropout_backward(
             load_row4(src, base, l, len, inner, vec != 0, p);
             for (int j = 0; j < 4; ++j) {
                 if (l + j >= len) break;
-                const int64_t q = base + (l + j) * inner;
-                const bool keep = mask ? (mask[q >> 3] >> (q & 7)) & 1
-                                       : bits.keep(uint64_t(map_index(map, q)));
-                g[j] = keep ? g[j] * scale : 0.0f;
+                g[j] = row_keep(mask, bits, map, base + (l + j) * inner) ? g[j] * scale : 0.0f;
                 if (from_x) p[j] = expf(p[j] - m) * inv;
             }
         };
