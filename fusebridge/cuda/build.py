@@ -74,20 +74,29 @@ def _check(nvrtc, result: tuple, what: str) -> tuple:
     return result[1:]
 
 
-def compile_source(source: str, arch: str) -> Cubin:
+def compile_source(source: str, arch: str, defines: tuple[str, ...] = ()) -> Cubin:
     """The CUBIN of csrc/`source` for `arch` ("sm_80", "sm_90", ...), from the disk cache when
-    the same source, headers, options and NVRTC made it before."""
+    the same source, headers, options and NVRTC made it before. `defines` ("NAME=value")
+    override the kernels' tuning constants (variants timed by gpu_bench.tune)."""
     if source not in SOURCES:
         raise CudaBuildError(f"no CUDA source {source!r}; the sources are {SOURCES}")
     if not re.fullmatch(r"sm_\d+a?", arch):
         raise CudaBuildError(f"arch must look like 'sm_90', got {arch!r}")
     nvrtc = _nvrtc()
     text = (CSRC / source).read_bytes()
-    options = (f"--gpu-architecture={arch}", *OPTIONS, f"-I{CSRC}", f"-I{KERNELS_CSRC}")
+    if not all(re.fullmatch(r"FB_\w+=\d+", d) for d in defines):
+        raise CudaBuildError(f"defines must look like 'FB_NAME=number', got {defines}")
+    options = (
+        f"--gpu-architecture={arch}",
+        *OPTIONS,
+        *(f"-D{d}" for d in defines),
+        f"-I{CSRC}",
+        f"-I{KERNELS_CSRC}",
+    )
     digest = hashlib.sha256(text)
     for header in HEADERS:
         digest.update(header.read_bytes())
-    digest.update(repr((OPTIONS, arch, nvrtc_version())).encode())
+    digest.update(repr((OPTIONS, defines, arch, nvrtc_version())).encode())
     stem = f"{Path(source).stem}-{arch}-{digest.hexdigest()[:20]}"
     folder = cache_dir()
     path, log_path = folder / f"{stem}.cubin", folder / f"{stem}.log"

@@ -69,10 +69,16 @@ def is_available() -> bool:
 class CupyDevice:
     """One GPU: CUBINs for its own architecture, loaded once per source."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(
+        self, index: int, defines: tuple[str, ...] = (), blocks_per_sm: int = BLOCKS_PER_SM
+    ) -> None:
         cupy = self.xp = cupy_module()
-        self.index = index
-        self.device = f"cuda:{index}"
+        self.index, self.defines, self.blocks_per_sm = index, defines, blocks_per_sm
+        # Variants (gpu_bench.tune) get descriptors, hence primitives, of their own.
+        variant = defines + (
+            (f"blocks_per_sm={blocks_per_sm}",) if blocks_per_sm != BLOCKS_PER_SM else ()
+        )
+        self.device = f"cuda:{index}" + (f"[{','.join(variant)}]" if variant else "")
         with cupy.cuda.Device(index) as dev:
             major, minor = dev.compute_capability[:-1], dev.compute_capability[-1]
             self.arch = f"sm_{major}{minor}"
@@ -82,7 +88,7 @@ class CupyDevice:
     def function(self, source: str, kernel: str) -> Any:
         fn = self._functions.get((source, kernel))
         if fn is None:
-            cubin = compile_source(source, self.arch)
+            cubin = compile_source(source, self.arch, self.defines)
             with self.xp.cuda.Device(self.index):
                 module = self.xp.RawModule(path=str(cubin.path))
                 fn = self._functions[(source, kernel)] = module.get_function(kernel)
@@ -98,7 +104,7 @@ class CupyDevice:
 
     def launch(self, source: str, kernel: str, warps: int, args: Sequence[object]) -> None:
         per_block = BLOCK_THREADS // 32
-        grid = max(1, min(-(-warps // per_block), self.sm_count * BLOCKS_PER_SM))
+        grid = max(1, min(-(-warps // per_block), self.sm_count * self.blocks_per_sm))
         # A null pointer crosses as a 64-bit zero.
         args = tuple(np.uint64(0) if a is None else a for a in args)
         with self.xp.cuda.Device(self.index):
@@ -110,26 +116,27 @@ def _device(index: int) -> CupyDevice:
     return CupyDevice(index)
 
 
-_EMULATION: contextvars.ContextVar[Launcher | None] = contextvars.ContextVar(
+_CHOSEN: contextvars.ContextVar[Launcher | None] = contextvars.ContextVar(
     "fusebridge_cuda_emulation", default=None
 )
 
 
 @contextlib.contextmanager
-def emulated(launcher: Launcher) -> Iterator[None]:
-    """Runs the engine's calls in this context on `launcher` with numpy arrays: the tests' CPU
-    emulation of the kernels. Not for users: nothing runs on a GPU in it."""
-    token = _EMULATION.set(launcher)
+def use_launcher(launcher: Launcher) -> Iterator[None]:
+    """Runs the engine's calls in this context on `launcher`: the tests' CPU emulation of the
+    kernels (numpy arrays), or a variant of the kernels timed by gpu_bench.tune. Not for
+    users."""
+    token = _CHOSEN.set(launcher)
     try:
         yield
     finally:
-        _EMULATION.reset(token)
+        _CHOSEN.reset(token)
 
 
 def current_launcher(device: int | None = None) -> Launcher:
     """The launcher of CUDA device `device` (default: CuPy's current one), or the emulation's
     inside `emulated`: for calls with no input array to take the device from."""
-    emulation = _EMULATION.get()
+    emulation = _CHOSEN.get()
     if emulation is not None:
         return emulation
     cupy = _usable_cupy()
@@ -155,11 +162,11 @@ def launcher_for(op: str, name: str, x: object) -> tuple[Launcher, Any]:
     """(launcher, array) for an input of op: a CuPy array, or anything with
     __cuda_array_interface__ or __dlpack__ on a CUDA device, taken without a copy. Host arrays
     are refused: the engine makes no host round trips."""
-    emulation = _EMULATION.get()
-    if emulation is not None:
-        if not isinstance(x, np.ndarray):
-            raise ArgumentTypeError(f"{op}: {name} must be a numpy array under emulation")
-        return emulation, x
+    chosen = _CHOSEN.get()
+    if chosen is not None:
+        if not isinstance(x, chosen.xp.ndarray):
+            raise ArgumentTypeError(f"{op}: {name} must be a {chosen.xp.__name__} array here")
+        return chosen, x
     if isinstance(x, np.ndarray) or not (
         hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack__")
     ):

@@ -180,7 +180,7 @@ def _matmul_row(m: int, k: int, n: int, calls: int) -> dict:
 
 def run_all() -> list[dict]:
     rows = []
-    for part in (dropout_rows, softmax_rows, matmul_rows):
+    for part in (dropout_rows, softmax_rows, matmul_rows, tune):
         try:
             rows.extend(part())
         except Exception as exc:
@@ -207,3 +207,77 @@ def table(rows: list[dict]) -> str:
                 f"| {row['benchmark']} | {peer} | {t['ms']:.4f} | {spread} | {ratio} | {gbs} |"
             )
     return "\n".join(lines) + "\n"
+
+
+# Variants of the kernels' compile-time constants (csrc/*.cu: FB_UNROLL, FB_MIN_BLOCKS,
+# FB_CACHED) and of the grid, timed side by side on the benchmark shapes: the data behind the
+# defaults (docs/cuda.md).
+TUNE_DROPOUT = [
+    (("FB_UNROLL=1", "FB_MIN_BLOCKS=4"), 8),
+    (("FB_UNROLL=2", "FB_MIN_BLOCKS=4"), 8),
+    (("FB_UNROLL=4", "FB_MIN_BLOCKS=3"), 8),
+    (("FB_UNROLL=4", "FB_MIN_BLOCKS=2"), 8),
+    (("FB_UNROLL=8", "FB_MIN_BLOCKS=2"), 8),
+    (("FB_UNROLL=2", "FB_MIN_BLOCKS=4"), 32),
+]
+TUNE_SOFTMAX = [
+    (("FB_CACHED=8", "FB_MIN_BLOCKS=2"), 8),
+    (("FB_CACHED=4", "FB_MIN_BLOCKS=2"), 8),
+    (("FB_CACHED=4", "FB_MIN_BLOCKS=3"), 8),
+    (("FB_CACHED=4", "FB_CACHED_BACKWARD=2", "FB_MIN_BLOCKS=4"), 8),
+    (("FB_CACHED=8", "FB_MIN_BLOCKS=2"), 32),
+]
+
+
+def _variant(defines: tuple[str, ...], blocks_per_sm: int, call: Callable[[], object]):
+    from fusebridge.cuda.device import CupyDevice, use_launcher
+
+    launcher = CupyDevice(0, defines, blocks_per_sm)
+
+    def run() -> object:
+        with use_launcher(launcher):
+            return call()
+
+    return run
+
+
+def tune() -> list[dict]:
+    import cupy
+
+    n = 256 << 20
+    x = cupy.random.standard_normal(n, dtype=np.float32)
+    y = cupy.empty_like(x)
+    _, mask = cuda.dropout(x, 0.1, seed=1, return_mask=True)
+    name = lambda d, b: " ".join(d) + f" grid={b}/SM"  # noqa: E731
+    rows = []
+    for title, call in (
+        (
+            "tune dropout forward 256 Mi",
+            lambda: cuda.dropout(x, 0.1, seed=1, return_mask=True, out=y),
+        ),
+        (
+            "tune dropout backward from mask 256 Mi",
+            lambda: cuda.dropout_backward(x, 0.1, mask=mask, out=y),
+        ),
+    ):
+        peers = {name(d, b): _variant(d, b, call) for d, b in TUNE_DROPOUT}
+        rows.append(_row(title, compare(peers, calls=10), next(iter(peers))))
+    shape = (16, 16, 512, 512)
+    s = cupy.random.standard_normal(shape, dtype=np.float32)
+    out = cupy.empty_like(s)
+    _, smask = cuda.softmax_dropout(s, 0.1, seed=1, return_mask=True)
+    probs = cuda.softmax(s)
+    for title, call in (
+        ("tune softmax_dropout forward", lambda: cuda.softmax_dropout(s, 0.1, seed=1, out=out)),
+        (
+            "tune softmax_dropout backward (probs, mask)",
+            lambda: cuda.softmax_dropout_backward(s, 0.1, probs=probs, mask=smask, out=out),
+        ),
+        (
+            "tune softmax_dropout backward (x, recomputed)",
+            lambda: cuda.softmax_dropout_backward(s, 0.1, x=s, seed=1, out=out),
+        ),
+    ):
+        peers = {name(d, b): _variant(d, b, call) for d, b in TUNE_SOFTMAX}
+        rows.append(_row(title, compare(peers, calls=10), next(iter(peers))))
+    return rows

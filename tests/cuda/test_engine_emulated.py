@@ -75,7 +75,7 @@ def _failed(results: list[dict]) -> list[dict]:
 def test_every_case_of_the_gpu_check_passes_emulated(emulator):
     """The whole case list, with a launch shape that makes every kernel loop grid-stride."""
     launcher = EmulatedLauncher(emulator, block=64, max_grid=3)
-    with device.emulated(launcher):
+    with device.use_launcher(launcher):
         results = gpu_cases.run_all(_host_io())
     assert _failed(results) == []
     launched = {kernel for kernel, *_ in launcher.launches}
@@ -85,7 +85,7 @@ def test_every_case_of_the_gpu_check_passes_emulated(emulator):
 @pytest.mark.parametrize(("block", "max_grid"), [(32, 1), (96, 2), (256, 5)])
 def test_the_bits_do_not_depend_on_the_launch_shape(emulator, block, max_grid):
     launcher = EmulatedLauncher(emulator, block, max_grid)
-    with device.emulated(launcher):
+    with device.use_launcher(launcher):
         results = gpu_cases.run_all(_host_io(), small=True)
     assert _failed(results) == []
 
@@ -95,7 +95,7 @@ def test_an_unwritten_output_element_would_show(emulator):
     kernels skip: here a dropout over a tensor too large for one warp's first pass."""
     launcher = EmulatedLauncher(emulator, block=32, max_grid=1)
     x = np.arange(1000, dtype=np.float32)
-    with device.emulated(launcher):
+    with device.use_launcher(launcher):
         from fusebridge import cuda, kernels
 
         y, mask = cuda.dropout(x, 0.5, seed=3, return_mask=True)

@@ -166,7 +166,22 @@ struct KeepBits {
                                                                       : block.v[3];
         return w > threshold;
     }
+
+    // The keep bits of the 4 indices idx0 .. idx0 + 3, idx0 a multiple of 4: one Philox block
+    // and no state kept between calls, so a thread's calls for several groups are independent
+    // chains the scheduler can interleave (the cached `keep` above serializes them).
+    __device__ __forceinline__ uint32_t nibble(uint64_t idx0) const {
+        if (rule != kKeepSome) return rule == kKeepAll ? 0xFu : 0u;
+        const Philox4 b = dropout_block(stream.seed, stream.offset, idx0);
+        return uint32_t(b.v[0] > threshold) | uint32_t(b.v[1] > threshold) << 1 |
+               uint32_t(b.v[2] > threshold) << 2 | uint32_t(b.v[3] > threshold) << 3;
+    }
 };
+
+// Bits 0 .. 3 set for the elements i .. i + 3 that lie below n.
+__device__ __forceinline__ uint32_t valid_nibble(int64_t i, int64_t n) {
+    return i + 4 <= n ? 0xFu : i >= n ? 0u : (1u << uint32_t(n - i)) - 1u;
+}
 
 __device__ __forceinline__ KeepBits keep_bits(Stream s, uint32_t threshold, int rule) {
     KeepBits k;

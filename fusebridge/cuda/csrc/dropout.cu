@@ -12,7 +12,15 @@ using namespace fusebridge::cuda;
 
 namespace {
 
-constexpr int kUnroll = 4;  // groups of 4 elements a lane has in flight
+// Groups of 4 elements a lane has in flight, and the blocks of 256 threads an SM should hold
+// (which caps the registers); overridable at compile time to time variants (gpu_bench.tune).
+#ifndef FB_UNROLL
+#define FB_UNROLL 4
+#endif
+#ifndef FB_MIN_BLOCKS
+#define FB_MIN_BLOCKS 3
+#endif
+constexpr int kUnroll = FB_UNROLL;
 
 template <int DT>
 __device__ __forceinline__ void load4(const typename Storage<DT>::type* x, int64_t i, int64_t n,
@@ -65,6 +73,8 @@ __device__ __forceinline__ void dropout_forward(const typename Storage<DT>::type
                                                 int64_t bias_n, Stream stream, uint32_t threshold,
                                                 int rule, float scale, bool vec) {
     KeepBits bits = keep_bits(stream, threshold, rule);
+    // The identity map from a 4-aligned base: a group's indices are one Philox block's.
+    const bool aligned = map.nd == 0 && (map.base & 3) == 0;
     const int64_t groups = (n + 3) / 4, nwords = (n + 31) / 32;
     const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
     const int lane = threadIdx.x & 31;
@@ -81,14 +91,25 @@ __device__ __forceinline__ void dropout_forward(const typename Storage<DT>::type
             const int64_t g = (w * kUnroll + u) * 32 + lane, i = 4 * g;
             uint32_t nibble = 0;
             if (g < groups) {
-                for (int j = 0; j < 4; ++j) {
-                    if (i + j >= n) break;
-                    const bool keep = bits.keep(uint64_t(map_index(map, i + j)));
-                    nibble |= uint32_t(keep) << j;
-                    const float b = bias ? bias[(i + j) % bias_n] : 0.0f;
-                    v[u][j] = keep ? (bias ? v[u][j] + b : v[u][j]) * scale : 0.0f;
+                if (aligned) {
+                    nibble = bits.nibble(uint64_t(map.base + i));
+                } else {
+                    for (int j = 0; j < 4 && i + j < n; ++j)
+                        nibble |= uint32_t(bits.keep(uint64_t(map_index(map, i + j)))) << j;
                 }
-                if (y) store4<DT>(y, i, n, vec, v[u]);
+                nibble &= valid_nibble(i, n);
+                if (x) {
+                    int64_t col = bias ? i % bias_n : 0;  // one division a group
+                    for (int j = 0; j < 4; ++j) {
+                        float in = v[u][j];
+                        if (bias && i + j < n) {
+                            in += bias[col];
+                            col = col + 1 == bias_n ? 0 : col + 1;
+                        }
+                        v[u][j] = (nibble >> j) & 1 ? in * scale : 0.0f;
+                    }
+                    store4<DT>(y, i, n, vec, v[u]);
+                }
             }
             if (mask) store_nibbles(mask, nwords, g, nibble);
         }
@@ -135,7 +156,7 @@ __device__ __forceinline__ void dropout_apply(const typename Storage<DT>::type* 
 }  // namespace
 
 #define FB_DROPOUT_KERNELS(SUFFIX, DT)                                                          \
-    extern "C" __global__ void __launch_bounds__(256, 3) dropout_forward_##SUFFIX(                                        \
+    extern "C" __global__ void __launch_bounds__(256, FB_MIN_BLOCKS) dropout_forward_##SUFFIX(                                        \
         const Storage<DT>::type* x, Storage<DT>::type* y, uint32_t* mask, int64_t n,            \
         int64_t map_base, int map_nd, const int64_t* map_dims, const float* bias,               \
         int64_t bias_n, uint64_t seed, uint64_t offset, const uint64_t* seed_ptr,               \
@@ -144,7 +165,7 @@ __device__ __forceinline__ void dropout_apply(const typename Storage<DT>::type* 
                             read_stream(seed, offset, seed_ptr, offset_ptr), threshold, rule,   \
                             scale, vec != 0);                                                   \
     }                                                                                           \
-    extern "C" __global__ void __launch_bounds__(256, 3) dropout_apply_##SUFFIX(                                          \
+    extern "C" __global__ void __launch_bounds__(256, FB_MIN_BLOCKS) dropout_apply_##SUFFIX(                                          \
         const Storage<DT>::type* x, Storage<DT>::type* y, const uint8_t* mask, int64_t n,       \
         int map_nd, const int64_t* map_dims, float scale, int vec) {                            \
         dropout_apply<DT>(x, y, mask, n, IndexMap{0, map_nd, map_dims}, scale, vec != 0);       \

@@ -19,8 +19,19 @@ namespace {
 
 // Chunks of 128 elements a warp holds: rows up to 1024 cached forward; up to 512 backward,
 // which holds two rows (dy and P) within the same registers.
-constexpr int kCached = 8;
-constexpr int kCachedBackward = 4;
+// Overridable at compile time to time variants (gpu_bench.tune), as the blocks of 256 threads
+// an SM should hold (which caps the registers).
+#ifndef FB_CACHED
+#define FB_CACHED 8
+#endif
+#ifndef FB_CACHED_BACKWARD
+#define FB_CACHED_BACKWARD 4
+#endif
+#ifndef FB_MIN_BLOCKS
+#define FB_MIN_BLOCKS 2
+#endif
+constexpr int kCached = FB_CACHED;
+constexpr int kCachedBackward = FB_CACHED_BACKWARD;
 
 // Elements l .. l + 3 of the row starting at `base` (stride `inner`), 0 past the row's end.
 __device__ __forceinline__ void load_row4(const float* p, int64_t base, int64_t l, int64_t len,
@@ -81,12 +92,6 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-// The keep bit of element l of the row, from the local packed mask or drawn.
-__device__ __forceinline__ bool row_keep(const uint8_t* mask, KeepBits& bits, const IndexMap& map,
-                                         int64_t q) {
-    return mask ? (mask[q >> 3] >> (q & 7)) & 1 : bits.keep(uint64_t(map_index(map, q)));
-}
-
 // The keep bits of a lane's 4 elements into the zeroed mask (32-bit words). Along a
 // contiguous row (inner == 1) 8 lanes make 32 consecutive bits; strided rows set bit by bit.
 // Every lane of the warp must call this.
@@ -108,17 +113,38 @@ __device__ __forceinline__ void store_row_bits(uint32_t* mask, int64_t base, int
         }
 }
 
-// e[j] = exp(x - max) of elements l .. l + 3 becomes dropout(e * inv) (0 past the row's
-// end); returns their keep bits.
-__device__ __forceinline__ uint32_t drop_chunk(KeepBits& bits, const IndexMap& map, int64_t base,
-                                               int64_t l, int64_t len, int64_t inner, float inv,
-                                               float scale, float e[4]) {
+// The keep bits of row elements l .. l + 3 (0 past the row's end): from the local packed
+// mask when given, else drawn. `aligned`: the row is contiguous (inner == 1) and its indices,
+// local and global, start on a multiple of 4, so the 4 are one mask nibble or one Philox
+// block.
+__device__ __forceinline__ uint32_t row_nibble(const uint8_t* mask, const KeepBits& bits,
+                                               const IndexMap& map, int64_t base, int64_t l,
+                                               int64_t len, int64_t inner, bool aligned) {
+    if (l >= len) return 0u;  // a lane past the row's end reads no mask byte
     uint32_t nibble = 0;
-    for (int j = 0; j < 4; ++j) {
-        const bool keep = l + j < len && bits.keep(uint64_t(map_index(map, base + (l + j) * inner)));
-        nibble |= uint32_t(keep) << j;
-        e[j] = keep ? e[j] * inv * scale : 0.0f;
+    const int64_t q = base + l * inner;
+    if (aligned) {
+        nibble = mask ? (mask[q >> 3] >> (q & 4)) & 0xFu : bits.nibble(uint64_t(map.base + q));
+    } else {
+        KeepBits draw = bits;
+        for (int j = 0; j < 4 && l + j < len; ++j) {
+            const int64_t qj = q + j * inner;
+            const bool keep = mask ? (mask[qj >> 3] >> (qj & 7)) & 1
+                                   : draw.keep(uint64_t(map_index(map, qj)));
+            nibble |= uint32_t(keep) << j;
+        }
     }
+    return nibble & valid_nibble(l, len);
+}
+
+// e[j] = exp(x - max) of row elements l .. l + 3 becomes dropout(e * inv); returns the keep
+// bits.
+__device__ __forceinline__ uint32_t drop_chunk(const KeepBits& bits, const IndexMap& map,
+                                               int64_t base, int64_t l, int64_t len,
+                                               int64_t inner, bool aligned, float inv,
+                                               float scale, float e[4]) {
+    const uint32_t nibble = row_nibble(nullptr, bits, map, base, l, len, inner, aligned);
+    for (int j = 0; j < 4; ++j) e[j] = (nibble >> j) & 1 ? e[j] * inv * scale : 0.0f;
     return nibble;
 }
 
@@ -132,13 +158,15 @@ struct Rows {
 }  // namespace
 
 // y = dropout(softmax(x)); the keep bits also go to `mask` (zeroed 32-bit words) when given.
-extern "C" __global__ void __launch_bounds__(256, 2) softmax_dropout_forward(
+extern "C" __global__ void __launch_bounds__(256, FB_MIN_BLOCKS) softmax_dropout_forward(
     const float* x, float* y, uint32_t* mask, int64_t rows, int64_t len, int64_t inner,
     int64_t map_base, int map_nd, const int64_t* map_dims, uint64_t seed, uint64_t offset,
     const uint64_t* seed_ptr, const uint64_t* offset_ptr, uint32_t threshold, int rule,
     float scale, int vec) {
     const Rows shape{rows, len, inner};
     const IndexMap map{map_base, map_nd, map_dims};
+    // Rows start on multiples of 4 (row_nibble): then every chunk is one nibble or block.
+    const bool aligned = inner == 1 && len % 4 == 0 && map_nd == 0 && map_base % 4 == 0;
     KeepBits bits = keep_bits(read_stream(seed, offset, seed_ptr, offset_ptr), threshold, rule);
     const int lane = threadIdx.x & 31;
     const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
@@ -168,7 +196,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_dropout_forward(
             for (int c = 0; c < kCached; ++c)
                 if (c * 128 < len) {
                     const int64_t l = c * 128 + 4 * lane;
-                    const uint32_t nibble = drop_chunk(bits, map, base, l, len, inner, inv, scale, v[c]);
+                    const uint32_t nibble = drop_chunk(bits, map, base, l, len, inner, aligned, inv, scale, v[c]);
                     store_row4(y, base, l, len, inner, vec != 0, v[c]);
                     if (mask) store_row_bits(mask, base, l, inner, nibble);
                 }
@@ -182,7 +210,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_dropout_forward(
             float v[4];
             load_row4(x, base, l, len, inner, vec != 0, v);
             for (int j = 0; j < 4; ++j) v[j] = expf(v[j] - m);
-            const uint32_t nibble = drop_chunk(bits, map, base, l, len, inner, inv, scale, v);
+            const uint32_t nibble = drop_chunk(bits, map, base, l, len, inner, aligned, inv, scale, v);
             store_row4(y, base, l, len, inner, vec != 0, v);
             if (mask) store_row_bits(mask, base, l, inner, nibble);
         }
@@ -192,13 +220,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_dropout_forward(
 // dx = P * (g - sum(g * P)) with g = dy * keep * scale and P = softmax(x) recomputed from x
 // (from_x) or read from `src` = probs. The bits come from the local packed mask when given,
 // else from Philox (seed, offset). dx may be dy itself: a row is read whole before written.
-extern "C" __global__ void __launch_bounds__(256, 2) softmax_dropout_backward(
+extern "C" __global__ void __launch_bounds__(256, FB_MIN_BLOCKS) softmax_dropout_backward(
     const float* dy, const float* src, int from_x, const uint8_t* mask, float* dx, int64_t rows,
     int64_t len, int64_t inner, int64_t map_base, int map_nd, const int64_t* map_dims,
     uint64_t seed, uint64_t offset, const uint64_t* seed_ptr, const uint64_t* offset_ptr,
     uint32_t threshold, int rule, float scale, int vec) {
     const Rows shape{rows, len, inner};
     const IndexMap map{map_base, map_nd, map_dims};
+    // Rows start on multiples of 4 (row_nibble): then every chunk is one nibble or block.
+    const bool aligned = inner == 1 && len % 4 == 0 && map_nd == 0 && map_base % 4 == 0;
     KeepBits bits = keep_bits(read_stream(seed, offset, seed_ptr, offset_ptr), threshold, rule);
     const int lane = threadIdx.x & 31;
     const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
@@ -233,13 +263,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_dropout_backward(
             }
             float dot = 0.0f;
 #pragma unroll
-            for (int c = 0; c < kCachedBackward; ++c)
+            for (int c = 0; c < kCachedBackward; ++c) {
+                const int64_t l = c * 128 + 4 * lane;
+                const uint32_t nibble =
+                    c * 128 < len ? row_nibble(mask, bits, map, base, l, len, inner, aligned) : 0u;
                 for (int j = 0; j < 4; ++j) {
-                    const int64_t l = c * 128 + 4 * lane + j;
-                    const bool keep = l < len && row_keep(mask, bits, map, base + l * inner);
-                    g[c][j] = keep ? g[c][j] * scale : 0.0f;
+                    g[c][j] = (nibble >> j) & 1 ? g[c][j] * scale : 0.0f;
                     dot += g[c][j] * p[c][j];
                 }
+            }
             dot = warp_sum(dot);
 #pragma unroll
             for (int c = 0; c < kCachedBackward; ++c)
@@ -259,9 +291,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_dropout_backward(
         auto grad = [&](int64_t l, float g[4], float p[4]) {
             load_row4(dy, base, l, len, inner, vec != 0, g);
             load_row4(src, base, l, len, inner, vec != 0, p);
+            const uint32_t nibble = row_nibble(mask, bits, map, base, l, len, inner, aligned);
             for (int j = 0; j < 4; ++j) {
-                if (l + j >= len) break;
-                g[j] = row_keep(mask, bits, map, base + (l + j) * inner) ? g[j] * scale : 0.0f;
+                g[j] = (nibble >> j) & 1 ? g[j] * scale : 0.0f;
                 if (from_x) p[j] = expf(p[j] - m) * inv;
             }
         };
