@@ -117,7 +117,7 @@ def sanitizer(outdir: Path) -> dict:
         text = done.stdout + done.stderr
         logs.append(f"==== {name}: exit {done.returncode}\n{text}")
         summary = [
-            line for line in text.splitlines() if "ERROR SUMMARY" in line or "cases," in line
+            line for line in text.splitlines() if "SUMMARY" in line or "cases," in line
         ]
         runs[name] = {"exit": done.returncode, "summary": summary}
     (outdir / "sanitizer.log").write_text("\n".join(logs))

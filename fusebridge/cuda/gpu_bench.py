@@ -212,20 +212,17 @@ def table(rows: list[dict]) -> str:
 # Variants of the kernels' compile-time constants (csrc/*.cu: FB_UNROLL, FB_MIN_BLOCKS,
 # FB_CACHED) and of the grid, timed side by side on the benchmark shapes: the data behind the
 # defaults (docs/cuda.md).
-TUNE_DROPOUT = [
-    (("FB_UNROLL=1", "FB_MIN_BLOCKS=4"), 8),
-    (("FB_UNROLL=2", "FB_MIN_BLOCKS=4"), 8),
-    (("FB_UNROLL=4", "FB_MIN_BLOCKS=3"), 8),
-    (("FB_UNROLL=4", "FB_MIN_BLOCKS=2"), 8),
-    (("FB_UNROLL=8", "FB_MIN_BLOCKS=2"), 8),
+TUNE_DROPOUT = [  # the default first
     (("FB_UNROLL=2", "FB_MIN_BLOCKS=4"), 32),
+    (("FB_UNROLL=1", "FB_MIN_BLOCKS=4"), 32),
+    (("FB_UNROLL=4", "FB_MIN_BLOCKS=3"), 32),
+    (("FB_UNROLL=2", "FB_MIN_BLOCKS=4"), 8),
 ]
 TUNE_SOFTMAX = [
-    (("FB_CACHED=8", "FB_MIN_BLOCKS=2"), 8),
-    (("FB_CACHED=4", "FB_MIN_BLOCKS=2"), 8),
-    (("FB_CACHED=4", "FB_MIN_BLOCKS=3"), 8),
-    (("FB_CACHED=4", "FB_CACHED_BACKWARD=2", "FB_MIN_BLOCKS=4"), 8),
-    (("FB_CACHED=8", "FB_MIN_BLOCKS=2"), 32),
+    (("FB_CACHED=4", "FB_MIN_BLOCKS=3", "FB_MIN_BLOCKS_BACKWARD=2"), 32),
+    (("FB_CACHED=8", "FB_MIN_BLOCKS=2", "FB_MIN_BLOCKS_BACKWARD=2"), 32),
+    (("FB_CACHED=4", "FB_MIN_BLOCKS=4", "FB_MIN_BLOCKS_BACKWARD=3"), 32),
+    (("FB_CACHED=4", "FB_MIN_BLOCKS=3", "FB_MIN_BLOCKS_BACKWARD=2"), 8),
 ]
 
 

@@ -13,12 +13,14 @@ using namespace fusebridge::cuda;
 namespace {
 
 // Groups of 4 elements a lane has in flight, and the blocks of 256 threads an SM should hold
-// (which caps the registers); overridable at compile time to time variants (gpu_bench.tune).
+// (which caps the registers at 64); overridable at compile time to time variants
+// (gpu_bench.tune). On an H100 (docs/cuda.md) 2 and 4 beat 1, 4 and 8 in flight with 2 or 3
+// blocks: the Philox arithmetic needs the occupancy more than deeper loads do.
 #ifndef FB_UNROLL
-#define FB_UNROLL 4
+#define FB_UNROLL 2
 #endif
 #ifndef FB_MIN_BLOCKS
-#define FB_MIN_BLOCKS 3
+#define FB_MIN_BLOCKS 4
 #endif
 constexpr int kUnroll = FB_UNROLL;
 

@@ -2,7 +2,7 @@
 //
 // The tensor is [outer, L, inner] around the softmax axis (L long); each warp takes whole rows
 // (grid-stride, so any grid works), 4 consecutive elements of a row per lane. Rows of up to
-// 512 or 1024 elements (attention's rows) are read once into registers, all their loads in
+// 512 elements (attention's rows) are read once into registers, all their loads in
 // flight together, and written once: one pass over memory. Longer rows stream: the maximum
 // and sum from one online pass (Milakov and Gimelshein, "Online normalizer calculation for
 // softmax", 2018), then the output pass reads the row again. Element q (the local flat index)
@@ -17,18 +17,24 @@ namespace {
 // -infinity, without a math header NVRTC may lack.
 #define FB_NEG_INF bits_to_float(0xFF800000u)
 
-// Chunks of 128 elements a warp holds: rows up to 1024 cached forward; up to 512 backward,
-// which holds two rows (dy and P) within the same registers.
-// Overridable at compile time to time variants (gpu_bench.tune), as the blocks of 256 threads
-// an SM should hold (which caps the registers).
+// Chunks of 128 elements a warp holds in registers: rows up to 512 (forward and backward,
+// which holds two rows: dy and P).
+// Overridable at compile time to time variants (gpu_bench.tune), as are the blocks of 256
+// threads an SM should hold (which cap the registers). On an H100 (docs/cuda.md) rows of 512
+// run fastest held whole with 3 blocks forward (80 registers) and 2 backward (two rows held):
+// holding 1024 forward needs 128 registers, and the occupancy lost costs more than the
+// second read of longer rows.
 #ifndef FB_CACHED
-#define FB_CACHED 8
+#define FB_CACHED 4
 #endif
 #ifndef FB_CACHED_BACKWARD
 #define FB_CACHED_BACKWARD 4
 #endif
 #ifndef FB_MIN_BLOCKS
-#define FB_MIN_BLOCKS 2
+#define FB_MIN_BLOCKS 3
+#endif
+#ifndef FB_MIN_BLOCKS_BACKWARD
+#define FB_MIN_BLOCKS_BACKWARD 2
 #endif
 constexpr int kCached = FB_CACHED;
 constexpr int kCachedBackward = FB_CACHED_BACKWARD;
@@ -220,7 +226,7 @@ extern "C" __global__ void __launch_bounds__(256, FB_MIN_BLOCKS) softmax_dropout
 // dx = P * (g - sum(g * P)) with g = dy * keep * scale and P = softmax(x) recomputed from x
 // (from_x) or read from `src` = probs. The bits come from the local packed mask when given,
 // else from Philox (seed, offset). dx may be dy itself: a row is read whole before written.
-extern "C" __global__ void __launch_bounds__(256, FB_MIN_BLOCKS) softmax_dropout_backward(
+extern "C" __global__ void __launch_bounds__(256, FB_MIN_BLOCKS_BACKWARD) softmax_dropout_backward(
     const float* dy, const float* src, int from_x, const uint8_t* mask, float* dx, int64_t rows,
     int64_t len, int64_t inner, int64_t map_base, int map_nd, const int64_t* map_dims,
     uint64_t seed, uint64_t offset, const uint64_t* seed_ptr, const uint64_t* offset_ptr,
