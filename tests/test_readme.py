@@ -29,4 +29,17 @@ def test_the_project_cites_only_its_own_files():
     assert cited and {name for name in cited if not (root / "docs" / name).is_file()} == set()
 
 
-SOURCE_SUFFIXES = {".py", ".md", ".cc", ".hpp", ".h", ".cpp", ".txt", ".toml", ".json"}
+SOURCE_SUFFIXES = {
+    ".py",
+    ".md",
+    ".cc",
+    ".hpp",
+    ".h",
+    ".cpp",
+    ".cu",
+    ".cuh",
+    ".sh",
+    ".txt",
+    ".toml",
+    ".json",
+}

@@ -150,8 +150,8 @@ def index_map(launcher: Launcher, dims: Sequence[tuple[int, int]], base: int = 0
         merged = []
     if len(merged) > MAX_DIMS:
         raise ArgumentError(
-            f"the tensor's layout needs {len(merged)} dimensions after merging; the cuda "
-            f"engine handles {MAX_DIMS}"
+            f"the layout {tuple(dims)} (length, stride) needs {len(merged)} dimensions after "
+            f"merging; the cuda engine's index maps hold {MAX_DIMS}"
         )
     host = np.zeros(2 * MAX_DIMS, np.int64)
     for d, (length, stride) in enumerate(reversed(merged)):

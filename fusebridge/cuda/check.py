@@ -116,9 +116,7 @@ def sanitizer(outdir: Path) -> dict:
             continue
         text = done.stdout + done.stderr
         logs.append(f"==== {name}: exit {done.returncode}\n{text}")
-        summary = [
-            line for line in text.splitlines() if "SUMMARY" in line or "cases," in line
-        ]
+        summary = [line for line in text.splitlines() if "SUMMARY" in line or "cases," in line]
         runs[name] = {"exit": done.returncode, "summary": summary}
     (outdir / "sanitizer.log").write_text("\n".join(logs))
     ok = all(r.get("exit") == 0 for r in runs.values() if "exit" in r)

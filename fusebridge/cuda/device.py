@@ -1,6 +1,7 @@
 """Where the cuda engine's kernels run: a CUDA device through CuPy (modules loaded from the
-CUBINs of build.py, launched on the current stream), or, in the tests alone, the CPU emulation
-of tests/helpers/cuda_emulator.py, which runs the same kernel sources on numpy arrays.
+CUBINs of build.py, launched on the current stream); in the tests, the CPU emulation of
+tests/helpers/cuda_emulator.py, which runs the same kernel sources on numpy arrays; in
+gpu_bench.tune, variants of the kernels' tuning constants.
 
 Both are a `Launcher`: an array module (`xp`), a name for descriptors (`device`) and `launch`,
 which runs a kernel over a number of warps' worth of work. The kernels loop grid-stride over
@@ -16,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from fusebridge.cuda.build import CudaUnavailableError, compile_source
+from fusebridge.cuda.build import CudaUnavailableError, compile_source, nvrtc_version
 from fusebridge.errors import ArgumentTypeError
 
 BLOCK_THREADS = 256
@@ -50,8 +51,6 @@ def status() -> str:
     "not available: " and what is missing. Never raises, never waits on a device."""
     try:
         cupy = cupy_module()
-        from fusebridge.cuda.build import nvrtc_version
-
         major, minor = nvrtc_version()
         if not cupy.cuda.is_available():
             return "not available: no CUDA driver or GPU found"
@@ -118,7 +117,7 @@ def _device(index: int) -> CupyDevice:
 
 
 _CHOSEN: contextvars.ContextVar[Launcher | None] = contextvars.ContextVar(
-    "fusebridge_cuda_emulation", default=None
+    "fusebridge_cuda_launcher", default=None
 )
 
 
@@ -135,11 +134,11 @@ def use_launcher(launcher: Launcher) -> Iterator[None]:
 
 
 def current_launcher(device: int | None = None) -> Launcher:
-    """The launcher of CUDA device `device` (default: CuPy's current one), or the emulation's
-    inside `emulated`: for calls with no input array to take the device from."""
-    emulation = _CHOSEN.get()
-    if emulation is not None:
-        return emulation
+    """The launcher of CUDA device `device` (default: CuPy's current one), or the one chosen by
+    `use_launcher`: for calls with no input array to take the device from."""
+    chosen = _CHOSEN.get()
+    if chosen is not None:
+        return chosen
     cupy = _usable_cupy()
     return _device(cupy.cuda.Device().id if device is None else int(device))
 

@@ -15,7 +15,7 @@ from fusebridge.cuda import arguments as args
 from fusebridge.cuda.device import Launcher, current_launcher, launcher_for
 from fusebridge.errors import ArgumentError
 from fusebridge.kernels.arguments import as_flag, as_probability, as_shape, check_counter_space
-from fusebridge.kernels.dropout import MODES, _mask_shape, _shard
+from fusebridge.kernels.dropout import _mask_shape, _mode, _shard
 from fusebridge.kernels.primitive_cache import CACHE
 
 SOURCE = "dropout.cu"
@@ -127,8 +127,6 @@ def primitive(
     global_shape, start = _shard(op, shape, shard)
     mask_shape = _mask_shape(op, global_shape, axes, noise_shape)
     check_counter_space(mask_shape, op, "the whole mask shape")
-    if not isinstance(mode, str) or mode not in MODES:
-        raise ArgumentError(f"{op}: mode must be one of {sorted(MODES)}, got {mode!r}")
     desc = CudaDropoutDescriptor(
         device=launcher.device,
         shape=tuple(shape),
@@ -137,10 +135,13 @@ def primitive(
         mask_shape=tuple(mask_shape),
         dtype=dtype,
         p=as_probability(p, op),
-        mode=mode,
+        mode=_mode(mode, op),
         training=as_flag(training, op, "training"),
     )
-    return CACHE.get(desc, lambda d: DropoutPrimitive(d, launcher))
+    try:
+        return CACHE.get(desc, lambda d: DropoutPrimitive(d, launcher))
+    except ArgumentError as exc:  # the layout's own check, named by the op
+        raise ArgumentError(f"{op}: {exc}") from None
 
 
 def stream_args(launcher: Launcher, seed: object, offset: object, op: str) -> tuple:

@@ -17,8 +17,8 @@ from fusebridge.cuda.device import Launcher, launcher_for, same_device
 from fusebridge.cuda.dropout import dropout_backward, primitive, stream_args
 from fusebridge.errors import ArgumentError
 from fusebridge.kernels.arguments import as_flag, as_probability, buffer_bytes
-from fusebridge.kernels.dropout import MODES, _shard
-from fusebridge.kernels.fused_dropout import _axis, _matmul_shapes
+from fusebridge.kernels.dropout import _mode
+from fusebridge.kernels.fused_dropout import _matmul_shapes, softmax_geometry
 from fusebridge.kernels.primitive_cache import CACHE
 
 Shard = tuple[Sequence[int], Sequence[int]]
@@ -105,17 +105,7 @@ class SoftmaxDropoutPrimitive:
 
 
 def _softmax_primitive(launcher, op, shape, axis, p, mode, training, shard):
-    if not shape:
-        raise ArgumentError(f"{op}: x must be at least 1-D, got a 0-d array")
-    axis = _axis(axis, op, len(shape))
-    global_shape, start = _shard(op, shape, shard)
-    if global_shape[axis] != shape[axis]:
-        raise ArgumentError(
-            f"{op}: a shard must hold whole rows along the softmax axis {axis}: its block has "
-            f"{shape[axis]} of the {global_shape[axis]} elements there"
-        )
-    if not isinstance(mode, str) or mode not in MODES:
-        raise ArgumentError(f"{op}: mode must be one of {sorted(MODES)}, got {mode!r}")
+    axis, global_shape, start = softmax_geometry(op, shape, axis, shard)
     desc = CudaSoftmaxDropoutDescriptor(
         launcher.device,
         tuple(shape),
@@ -123,7 +113,7 @@ def _softmax_primitive(launcher, op, shape, axis, p, mode, training, shard):
         tuple(global_shape),
         tuple(start),
         as_probability(p, op),
-        mode,
+        _mode(mode, op),
         as_flag(training, op, "training"),
     )
     return CACHE.get(desc, lambda d: SoftmaxDropoutPrimitive(d, launcher))

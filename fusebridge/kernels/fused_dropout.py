@@ -348,15 +348,11 @@ def _create_softmax(desc: SoftmaxDropoutDescriptor) -> object:
     return core._C.SoftmaxDropoutPrimitive(desc)
 
 
-def _softmax_primitive(
-    op: str,
-    shape: tuple[int, ...],
-    axis: object,
-    p: object,
-    mode: object,
-    training: object,
-    shard: object,
-) -> object:
+def softmax_geometry(
+    op: str, shape: tuple[int, ...], axis: object, shard: object
+) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """(axis, global_shape, start) of a softmax over `shape`, checked: the shard must hold
+    whole rows along the axis (both engines)."""
     if not shape:
         raise ArgumentError(f"{op}: x must be at least 1-D, got a 0-d array")
     axis = _axis(axis, op, len(shape))
@@ -366,6 +362,19 @@ def _softmax_primitive(
             f"{op}: a shard must hold whole rows along the softmax axis {axis}: its block has "
             f"{shape[axis]} of the {global_shape[axis]} elements there"
         )
+    return axis, global_shape, start
+
+
+def _softmax_primitive(
+    op: str,
+    shape: tuple[int, ...],
+    axis: object,
+    p: object,
+    mode: object,
+    training: object,
+    shard: object,
+) -> object:
+    axis, global_shape, start = softmax_geometry(op, shape, axis, shard)
     desc = _interned(
         SoftmaxDropoutDescriptor,
         shape=shape,

@@ -95,7 +95,9 @@ __device__ __forceinline__ uint16_t float_to_half(float f) {
     return uint16_t(sign | r);
 }
 
-__device__ __forceinline__ float bf16_to_float(uint16_t h) { return bits_to_float(uint32_t(h) << 16); }
+__device__ __forceinline__ float bf16_to_float(uint16_t h) {
+    return bits_to_float(uint32_t(h) << 16);
+}
 
 // Round to nearest even, NaN kept quiet, as ml_dtypes and the CPU kernels.
 __device__ __forceinline__ uint16_t float_to_bf16(float f) {

@@ -157,20 +157,21 @@ __device__ __forceinline__ void dropout_apply(const typename Storage<DT>::type* 
 
 }  // namespace
 
-#define FB_DROPOUT_KERNELS(SUFFIX, DT)                                                          \
-    extern "C" __global__ void __launch_bounds__(256, FB_MIN_BLOCKS) dropout_forward_##SUFFIX(                                        \
-        const Storage<DT>::type* x, Storage<DT>::type* y, uint32_t* mask, int64_t n,            \
-        int64_t map_base, int map_nd, const int64_t* map_dims, const float* bias,               \
-        int64_t bias_n, uint64_t seed, uint64_t offset, const uint64_t* seed_ptr,               \
-        const uint64_t* offset_ptr, uint32_t threshold, int rule, float scale, int vec) {       \
-        dropout_forward<DT>(x, y, mask, n, IndexMap{map_base, map_nd, map_dims}, bias, bias_n,  \
-                            read_stream(seed, offset, seed_ptr, offset_ptr), threshold, rule,   \
-                            scale, vec != 0);                                                   \
-    }                                                                                           \
-    extern "C" __global__ void __launch_bounds__(256, FB_MIN_BLOCKS) dropout_apply_##SUFFIX(                                          \
-        const Storage<DT>::type* x, Storage<DT>::type* y, const uint8_t* mask, int64_t n,       \
-        int map_nd, const int64_t* map_dims, float scale, int vec) {                            \
-        dropout_apply<DT>(x, y, mask, n, IndexMap{0, map_nd, map_dims}, scale, vec != 0);       \
+#define FB_KERNEL extern "C" __global__ void __launch_bounds__(256, FB_MIN_BLOCKS)
+#define FB_DROPOUT_KERNELS(SUFFIX, DT)                                                         \
+    FB_KERNEL dropout_forward_##SUFFIX(                                                        \
+        const Storage<DT>::type* x, Storage<DT>::type* y, uint32_t* mask, int64_t n,           \
+        int64_t map_base, int map_nd, const int64_t* map_dims, const float* bias,              \
+        int64_t bias_n, uint64_t seed, uint64_t offset, const uint64_t* seed_ptr,              \
+        const uint64_t* offset_ptr, uint32_t threshold, int rule, float scale, int vec) {      \
+        dropout_forward<DT>(x, y, mask, n, IndexMap{map_base, map_nd, map_dims}, bias, bias_n, \
+                            read_stream(seed, offset, seed_ptr, offset_ptr), threshold, rule,  \
+                            scale, vec != 0);                                                  \
+    }                                                                                          \
+    FB_KERNEL dropout_apply_##SUFFIX(                                                          \
+        const Storage<DT>::type* x, Storage<DT>::type* y, const uint8_t* mask, int64_t n,      \
+        int map_nd, const int64_t* map_dims, float scale, int vec) {                           \
+        dropout_apply<DT>(x, y, mask, n, IndexMap{0, map_nd, map_dims}, scale, vec != 0);      \
     }
 
 FB_DROPOUT_KERNELS(f32, kF32)

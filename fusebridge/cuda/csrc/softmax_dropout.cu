@@ -83,7 +83,8 @@ __device__ __forceinline__ void row_normalizer(const float* x, int64_t base, int
         const float m2 = __shfl_xor_sync(0xFFFFFFFFu, m, d);
         const float s2 = __shfl_xor_sync(0xFFFFFFFFu, s, d);
         const float mn = fmaxf(m, m2);
-        s = (m == FB_NEG_INF ? 0.0f : s * expf(m - mn)) + (m2 == FB_NEG_INF ? 0.0f : s2 * expf(m2 - mn));
+        s = (m == FB_NEG_INF ? 0.0f : s * expf(m - mn)) +
+            (m2 == FB_NEG_INF ? 0.0f : s2 * expf(m2 - mn));
         m = mn;
     }
 }
@@ -164,7 +165,8 @@ struct Rows {
 }  // namespace
 
 // y = dropout(softmax(x)); the keep bits also go to `mask` (zeroed 32-bit words) when given.
-extern "C" __global__ void __launch_bounds__(256, FB_MIN_BLOCKS) softmax_dropout_forward(
+extern "C" __global__ void __launch_bounds__(256, FB_MIN_BLOCKS)
+softmax_dropout_forward(
     const float* x, float* y, uint32_t* mask, int64_t rows, int64_t len, int64_t inner,
     int64_t map_base, int map_nd, const int64_t* map_dims, uint64_t seed, uint64_t offset,
     const uint64_t* seed_ptr, const uint64_t* offset_ptr, uint32_t threshold, int rule,
@@ -183,7 +185,8 @@ extern "C" __global__ void __launch_bounds__(256, FB_MIN_BLOCKS) softmax_dropout
             float v[kCached][4];
 #pragma unroll
             for (int c = 0; c < kCached; ++c)
-                if (c * 128 < len) load_row4(x, base, c * 128 + 4 * lane, len, inner, vec != 0, v[c]);
+                if (c * 128 < len)
+                    load_row4(x, base, c * 128 + 4 * lane, len, inner, vec != 0, v[c]);
             float m = FB_NEG_INF, s = 0.0f;
 #pragma unroll
             for (int c = 0; c < kCached; ++c)
@@ -202,7 +205,8 @@ extern "C" __global__ void __launch_bounds__(256, FB_MIN_BLOCKS) softmax_dropout
             for (int c = 0; c < kCached; ++c)
                 if (c * 128 < len) {
                     const int64_t l = c * 128 + 4 * lane;
-                    const uint32_t nibble = drop_chunk(bits, map, base, l, len, inner, aligned, inv, scale, v[c]);
+                    const uint32_t nibble =
+                        drop_chunk(bits, map, base, l, len, inner, aligned, inv, scale, v[c]);
                     store_row4(y, base, l, len, inner, vec != 0, v[c]);
                     if (mask) store_row_bits(mask, base, l, inner, nibble);
                 }
@@ -216,7 +220,8 @@ extern "C" __global__ void __launch_bounds__(256, FB_MIN_BLOCKS) softmax_dropout
             float v[4];
             load_row4(x, base, l, len, inner, vec != 0, v);
             for (int j = 0; j < 4; ++j) v[j] = expf(v[j] - m);
-            const uint32_t nibble = drop_chunk(bits, map, base, l, len, inner, aligned, inv, scale, v);
+            const uint32_t nibble =
+                drop_chunk(bits, map, base, l, len, inner, aligned, inv, scale, v);
             store_row4(y, base, l, len, inner, vec != 0, v);
             if (mask) store_row_bits(mask, base, l, inner, nibble);
         }
@@ -226,7 +231,8 @@ extern "C" __global__ void __launch_bounds__(256, FB_MIN_BLOCKS) softmax_dropout
 // dx = P * (g - sum(g * P)) with g = dy * keep * scale and P = softmax(x) recomputed from x
 // (from_x) or read from `src` = probs. The bits come from the local packed mask when given,
 // else from Philox (seed, offset). dx may be dy itself: a row is read whole before written.
-extern "C" __global__ void __launch_bounds__(256, FB_MIN_BLOCKS_BACKWARD) softmax_dropout_backward(
+extern "C" __global__ void __launch_bounds__(256, FB_MIN_BLOCKS_BACKWARD)
+softmax_dropout_backward(
     const float* dy, const float* src, int from_x, const uint8_t* mask, float* dx, int64_t rows,
     int64_t len, int64_t inner, int64_t map_base, int map_nd, const int64_t* map_dims,
     uint64_t seed, uint64_t offset, const uint64_t* seed_ptr, const uint64_t* offset_ptr,
