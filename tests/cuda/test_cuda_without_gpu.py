@@ -64,15 +64,15 @@ def _run(*argv, cwd=None):
     )
 
 
-def test_info_names_the_engines_state():
-    done = _run("-m", "fusebridge.cli", "info")
+def test_info_names_the_engines_state(tmp_path):
+    done = _run("-m", "fusebridge.cli", "info", cwd=tmp_path)  # not the source tree
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["engines"]["cuda"].startswith("not available: ")
 
 
 def test_the_check_commands_no_gpu_half_runs(tmp_path):
     pytest.importorskip("cuda.bindings.nvrtc")
-    done = _run("-m", "fusebridge.cuda.check", str(tmp_path / "out"))
+    done = _run("-m", "fusebridge.cuda.check", str(tmp_path / "out"), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     compiled = json.loads((tmp_path / "out" / "compile_kernels.json").read_text())
     assert compiled["ok"] and len(compiled["kernels"]) == 2 * 8
