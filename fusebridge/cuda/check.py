@@ -128,7 +128,7 @@ def benchmarks(outdir: Path) -> dict:
 
     rows = gpu_bench.run_all()
     (outdir / "bench.md").write_text(gpu_bench.table(rows))
-    return {"ok": True, "rows": rows}
+    return {"ok": not any("error" in row for row in rows), "rows": rows}
 
 
 GPU_PARTS = ("correctness", "graph_replay", "sanitizer", "benchmarks")
