@@ -4,8 +4,7 @@ primitive's, so that both engines keep the same elements with the same scale).""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,11 +14,22 @@ import numpy as np
 from fusebridge.cuda.device import Launcher, same_device
 from fusebridge.errors import ArgumentError, ArgumentTypeError
 from fusebridge.kernels.arguments import as_u64, buffer_bytes
+from fusebridge.kernels.primitive_cache import CACHE
 
 # The kernels' dtype suffixes; the codes are csrc/common.cuh's DataType.
 SUFFIX = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 MAX_DIMS = 8  # csrc/common.cuh's kMaxDims
 KEEP_SOME, KEEP_ALL, KEEP_NONE = 0, 1, 2
+NO_STREAM = (np.uint64(0), np.uint64(0), None, None)  # kernels' stream arguments, bits unused
+
+
+def cached(op: str, desc: Hashable, create: Callable[[Hashable], Any]) -> Any:
+    """The primitive of `desc` from the cpu engine's primitive cache; a layout its creation
+    refuses (index_map) is reported as the op's error."""
+    try:
+        return CACHE.get(desc, create)
+    except ArgumentError as exc:
+        raise ArgumentError(f"{op}: {exc}") from None
 
 
 def address(a: Any) -> int:
@@ -111,11 +121,9 @@ def counter(launcher: Launcher, value: object, op: str, name: str) -> tuple[int,
     """(host value, device pointer array or None): a Python int in [-2^63, 2^64), or a
     one-element uint64/int64 device array that the kernel reads when it runs (so a captured
     CUDA graph replays with whatever it holds then)."""
-    if (
-        hasattr(value, "__cuda_array_interface__")
-        or hasattr(value, "__dlpack__")
-        or (isinstance(value, np.ndarray) and value.ndim > 0)
-    ):
+    on_device = hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__")
+    # A 0-d numpy array has __dlpack__ too, but it is a host integer (as the cpu engine takes).
+    if on_device and not (isinstance(value, np.ndarray) and value.ndim == 0):
         arr = same_device(op, launcher, name, value)
         if arr.size != 1 or dtype_name(arr) not in ("uint64", "int64"):
             raise ArgumentError(
@@ -226,7 +234,3 @@ def as_mask(launcher: Launcher, mask: object, nbytes: int, op: str) -> Any:
             f"got {tuple(m.shape)} {m.dtype}"
         )
     return contiguous(op, "mask", m)
-
-
-def numel(shape: Sequence[int]) -> int:
-    return math.prod(shape)

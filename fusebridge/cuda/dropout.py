@@ -5,6 +5,7 @@ or one-element device arrays."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,6 @@ from fusebridge.cuda.device import Launcher, current_launcher, launcher_for
 from fusebridge.errors import ArgumentError
 from fusebridge.kernels.arguments import as_flag, as_probability, as_shape, check_counter_space
 from fusebridge.kernels.dropout import _mask_shape, _mode, _shard
-from fusebridge.kernels.primitive_cache import CACHE
 
 SOURCE = "dropout.cu"
 
@@ -46,7 +46,7 @@ class DropoutPrimitive:
         self.desc, self.launcher = desc, launcher
         self.decision = args.Decision.of(desc.p, desc.mode, desc.training)
         local_mask = [1 if m == 1 else n for m, n in zip(desc.mask_shape, desc.shape)]
-        self.numel, self.mask_numel = args.numel(desc.shape), args.numel(local_mask)
+        self.numel, self.mask_numel = math.prod(desc.shape), math.prod(local_mask)
         self.mask_bytes = -(-self.mask_numel // 8)
         self.direct = tuple(local_mask) == desc.shape
         strides = args.row_major_strides(desc.mask_shape)
@@ -58,15 +58,16 @@ class DropoutPrimitive:
         app = [(n, 0 if m == 1 else s) for n, m, s in zip(desc.shape, local_mask, local)]
         self.apply_map = args.index_map(launcher, app)
         self.suffix = args.SUFFIX[desc.dtype]
+        self.itemsize = np.dtype(desc.dtype).itemsize
+        self.decision_args = self.decision.args()  # numpy scalars, made once
 
-    def forward(self, x, y, words, stream, *, count=None, bias=None, bias_n=1) -> None:
+    def forward(self, x, y, words, stream, *, bias=None, bias_n=1) -> None:
         """The fused generate-and-apply kernel: y = dropout(x (+ bias)) over the local
-        elements, or (x = y = None) the mask alone over `count` local mask elements; bits to
+        elements, or (x = y = None) the mask alone over the local mask's elements; bits to
         `words` when given. Valid for the data only when the mask is not shared."""
         n = self.mask_numel if x is None else self.numel
         if n == 0:
             return
-        itemsize = np.dtype(self.desc.dtype).itemsize
         m = self.generate_map
         self.launcher.launch(
             SOURCE,
@@ -83,8 +84,8 @@ class DropoutPrimitive:
                 bias,
                 np.int64(bias_n),
                 *stream,
-                *self.decision.args(),
-                np.int32(args.vectorizable(x, y, itemsize=itemsize)),
+                *self.decision_args,
+                np.int32(args.vectorizable(x, y, itemsize=self.itemsize)),
             ),
         )
 
@@ -92,7 +93,6 @@ class DropoutPrimitive:
         """y = x * scale where the local packed mask keeps, 0 elsewhere."""
         if self.numel == 0:
             return
-        itemsize = np.dtype(self.desc.dtype).itemsize
         m = self.apply_map
         self.launcher.launch(
             SOURCE,
@@ -106,7 +106,7 @@ class DropoutPrimitive:
                 np.int32(m.nd),
                 m.dims,
                 np.float32(self.decision.scale),
-                np.int32(args.vectorizable(x, y, itemsize=itemsize)),
+                np.int32(args.vectorizable(x, y, itemsize=self.itemsize)),
             ),
         )
 
@@ -138,10 +138,7 @@ def primitive(
         mode=_mode(mode, op),
         training=as_flag(training, op, "training"),
     )
-    try:
-        return CACHE.get(desc, lambda d: DropoutPrimitive(d, launcher))
-    except ArgumentError as exc:  # the layout's own check, named by the op
-        raise ArgumentError(f"{op}: {exc}") from None
+    return args.cached(op, desc, lambda d: DropoutPrimitive(d, launcher))
 
 
 def stream_args(launcher: Launcher, seed: object, offset: object, op: str) -> tuple:

@@ -6,6 +6,7 @@ Philox (seed, offset, i), i its flat index in the whole output. float32; TF32 is
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +19,7 @@ from fusebridge.cuda.dropout import dropout_backward, primitive, stream_args
 from fusebridge.errors import ArgumentError
 from fusebridge.kernels.arguments import as_flag, as_probability, buffer_bytes
 from fusebridge.kernels.dropout import _mode
-from fusebridge.kernels.fused_dropout import _matmul_shapes, softmax_geometry
-from fusebridge.kernels.primitive_cache import CACHE
+from fusebridge.kernels.fused_dropout import _matmul_shapes, softmax_geometry, unbroadcast
 
 Shard = tuple[Sequence[int], Sequence[int]]
 SOURCE = "softmax_dropout.cu"
@@ -62,11 +62,12 @@ class SoftmaxDropoutPrimitive:
         self.desc, self.launcher = desc, launcher
         self.decision = args.Decision.of(desc.p, desc.mode, desc.training)
         shape, axis = desc.shape, desc.axis
-        self.len, self.inner = shape[axis], args.numel(shape[axis + 1 :])
-        self.numel = args.numel(shape)
+        self.len, self.inner = shape[axis], math.prod(shape[axis + 1 :])
+        self.numel = math.prod(shape)
         self.rows = self.numel // self.len if self.len else 0
         self.mask_bytes = -(-self.numel // 8)
         self.map = args.shard_map(launcher, shape, desc.global_shape, desc.start)
+        self.decision_args = self.decision.args()
 
     def geometry(self, *arrays: Any) -> tuple:
         m = self.map
@@ -88,19 +89,19 @@ class SoftmaxDropoutPrimitive:
             SOURCE,
             "softmax_dropout_forward",
             self.rows,
-            (x, y, words, *geometry, *stream, *self.decision.args(), vec),
+            (x, y, words, *geometry, *stream, *self.decision_args, vec),
         )
 
     def backward(self, dy, src, from_x, mask, stream, dx) -> None:
         if self.rows == 0:
             return
         geometry, vec = self.geometry(dy, src, dx)
-        stream = stream or (np.uint64(0), np.uint64(0), None, None)
+        stream = stream or args.NO_STREAM
         self.launcher.launch(
             SOURCE,
             "softmax_dropout_backward",
             self.rows,
-            (dy, src, np.int32(from_x), mask, dx, *geometry, *stream, *self.decision.args(), vec),
+            (dy, src, np.int32(from_x), mask, dx, *geometry, *stream, *self.decision_args, vec),
         )
 
 
@@ -116,7 +117,7 @@ def _softmax_primitive(launcher, op, shape, axis, p, mode, training, shard):
         _mode(mode, op),
         as_flag(training, op, "training"),
     )
-    return CACHE.get(desc, lambda d: SoftmaxDropoutPrimitive(d, launcher))
+    return args.cached(op, desc, lambda d: SoftmaxDropoutPrimitive(d, launcher))
 
 
 def softmax_dropout(
@@ -155,7 +156,7 @@ def softmax(x: Any, axis: int = -1, *, out: Any = None) -> Any:
         launcher, op, tuple(x.shape), axis, 0.0, "upscale_in_train", True, None
     )
     y = args.output(launcher, out, x.shape, F32, op, in_place=x)
-    prim.forward(x, y, None, (np.uint64(0), np.uint64(0), None, None))
+    prim.forward(x, y, None, args.NO_STREAM)
     return y
 
 
@@ -201,8 +202,8 @@ def _operand(x: Any, transpose: bool) -> Any:
     return x.swapaxes(-1, -2) if transpose else x
 
 
-def _matmul(launcher, op, a, b, bias, transpose_a, transpose_b, out):
-    """(y = op(a) @ op(b) by cuBLAS, bias checked, shape), every argument checked first."""
+def _matmul(launcher, op, a, b, bias, transpose_a, transpose_b, out) -> tuple[Any, Any]:
+    """(y = op(a) @ op(b) by cuBLAS, bias checked), every argument checked first."""
     a, b = _f32(launcher, a, op, "a"), _f32(launcher, b, op, "b")
     transpose_a = as_flag(transpose_a, op, "transpose_a")
     transpose_b = as_flag(transpose_b, op, "transpose_b")
@@ -214,7 +215,7 @@ def _matmul(launcher, op, a, b, bias, transpose_a, transpose_b, out):
             raise ArgumentError(f"{op}: bias must have shape (N,) = ({n},), got {bias.shape}")
     y = args.output(launcher, out, shape, F32, op, a, b, bias)
     launcher.xp.matmul(_operand(a, transpose_a), _operand(b, transpose_b), out=y)
-    return a, b, y, bias, shape, transpose_a, transpose_b
+    return y, bias
 
 
 def matmul_dropout(
@@ -249,7 +250,7 @@ def matmul_dropout(
     )
     prim = primitive(launcher, op, tuple(shape), F32, p, mode, training, (), None, shard)
     stream = stream_args(launcher, seed, offset, op)
-    _, _, y, bias, shape, *_ = _matmul(launcher, op, a, b_arr, bias, transpose_a, transpose_b, out)
+    y, bias = _matmul(launcher, op, a, b_arr, bias, transpose_a, transpose_b, out)
     words = args.mask_words(launcher, prim.mask_numel, op) if return_mask else None
     prim.forward(y, y, words, stream, bias=bias, bias_n=shape[-1])
     return (y, args.mask_view(words, prim.mask_numel)) if return_mask else y
@@ -267,19 +268,10 @@ def matmul(
     """op(a) @ op(b) (+ bias), float32, by the same cuBLAS call as matmul_dropout."""
     op = "matmul"
     launcher, a = launcher_for(op, "a", a)
-    _, _, y, bias, *_ = _matmul(launcher, op, a, b, bias, transpose_a, transpose_b, out)
+    y, bias = _matmul(launcher, op, a, b, bias, transpose_a, transpose_b, out)
     if bias is not None:
         y += bias
     return y
-
-
-def _unbroadcast(xp, g: Any, shape: tuple[int, ...]) -> Any:
-    """g summed over the batch axes that broadcasting added to, or stretched in, `shape`."""
-    lead = g.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + d for d, n in enumerate(shape[:-2]) if n == 1 and g.shape[lead + d] != 1
-    )
-    return xp.ascontiguousarray(g.sum(axis=axes).reshape(shape)) if axes else g
 
 
 def matmul_dropout_backward(
@@ -311,15 +303,13 @@ def matmul_dropout_backward(
         raise ArgumentError(f"{op}: dy must have the output's shape {shape}, got {dy.shape}")
     if bias is not None and tuple(_f32(launcher, bias, op, "bias").shape) != (n,):
         raise ArgumentError(f"{op}: bias must have shape (N,) = ({n},), got {bias.shape}")
-    if mask is None and seed is None:
-        raise ArgumentError(f"{op}: give exactly one of mask= or seed=")
     dz = dropout_backward(dy, p, mask=mask, seed=seed, offset=offset, mode=mode, shard=shard)
     xp = launcher.xp
     opa, opb = _operand(a, ta), _operand(b, tb)
     d_opa = xp.matmul(dz, opb.swapaxes(-1, -2))
     d_opb = xp.matmul(opa.swapaxes(-1, -2), dz)
-    da = _unbroadcast(xp, _operand(d_opa, ta), tuple(a.shape))
-    db = _unbroadcast(xp, _operand(d_opb, tb), tuple(b.shape))
+    da = unbroadcast(_operand(d_opa, ta), tuple(a.shape))
+    db = unbroadcast(_operand(d_opb, tb), tuple(b.shape))
     grads = (xp.ascontiguousarray(da), xp.ascontiguousarray(db))
     if bias is None:
         return grads

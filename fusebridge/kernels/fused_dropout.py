@@ -274,15 +274,17 @@ def matmul(
     return y
 
 
-def _unbroadcast(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """g summed over the batch axes that broadcasting added to, or stretched in, `shape`."""
+def unbroadcast(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """g summed over the batch axes that broadcasting added to, or stretched in, `shape` (a
+    fresh contiguous array then). Written with array methods alone: the cuda engine's backward
+    calls it on CuPy arrays."""
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + d for d, n in enumerate(shape[:-2]) if n == 1 and g.shape[lead + d] != 1
     )
     if not axes:
         return g
-    return np.ascontiguousarray(g.sum(axis=axes, dtype=np.float32).reshape(shape))
+    return g.sum(axis=axes, dtype=np.float32).reshape(shape)
 
 
 def matmul_dropout_backward(
@@ -335,7 +337,7 @@ def matmul_dropout_backward(
         db = matmul(dz, a, transpose_a=True, transpose_b=ta)
     else:
         db = matmul(a, dz, transpose_a=not ta)
-    grads = (_unbroadcast(da, a.shape), _unbroadcast(db, b.shape))
+    grads = (unbroadcast(da, a.shape), unbroadcast(db, b.shape))
     if bias is None:
         return grads
     return (*grads, dz.reshape(rows, n).sum(axis=0, dtype=np.float32))

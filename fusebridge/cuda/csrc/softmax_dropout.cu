@@ -155,10 +155,32 @@ __device__ __forceinline__ uint32_t drop_chunk(const KeepBits& bits, const Index
     return nibble;
 }
 
+// What both kernels derive from the arguments they share: the rows around the axis, the map
+// of local to global indices, the keep bits, and the grid-stride walk of a warp over rows.
 struct Rows {
-    int64_t rows, len, inner;
+    int64_t len, inner;
+    IndexMap map;
+    bool aligned;  // rows start on multiples of 4 (row_nibble): a chunk is one nibble or block
+    KeepBits bits;
+
+    __device__ __forceinline__ Rows(int64_t len_, int64_t inner_, int64_t map_base, int map_nd,
+                                    const int64_t* map_dims, uint64_t seed, uint64_t offset,
+                                    const uint64_t* seed_ptr, const uint64_t* offset_ptr,
+                                    uint32_t threshold, int rule)
+        : len(len_),
+          inner(inner_),
+          map{map_base, map_nd, map_dims},
+          aligned(inner_ == 1 && len_ % 4 == 0 && map_nd == 0 && map_base % 4 == 0),
+          bits(keep_bits(read_stream(seed, offset, seed_ptr, offset_ptr), threshold, rule)) {}
+
     __device__ __forceinline__ int64_t base(int64_t r) const {
         return (r / inner) * len * inner + r % inner;
+    }
+    __device__ __forceinline__ static int64_t first() {
+        return int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+    }
+    __device__ __forceinline__ static int64_t step() {
+        return int64_t(gridDim.x) * (blockDim.x / 32);
     }
 };
 
@@ -171,15 +193,13 @@ softmax_dropout_forward(
     int64_t map_base, int map_nd, const int64_t* map_dims, uint64_t seed, uint64_t offset,
     const uint64_t* seed_ptr, const uint64_t* offset_ptr, uint32_t threshold, int rule,
     float scale, int vec) {
-    const Rows shape{rows, len, inner};
-    const IndexMap map{map_base, map_nd, map_dims};
-    // Rows start on multiples of 4 (row_nibble): then every chunk is one nibble or block.
-    const bool aligned = inner == 1 && len % 4 == 0 && map_nd == 0 && map_base % 4 == 0;
-    KeepBits bits = keep_bits(read_stream(seed, offset, seed_ptr, offset_ptr), threshold, rule);
+    const Rows shape(len, inner, map_base, map_nd, map_dims, seed, offset, seed_ptr, offset_ptr,
+                     threshold, rule);
+    const IndexMap& map = shape.map;
+    const KeepBits& bits = shape.bits;
+    const bool aligned = shape.aligned;
     const int lane = threadIdx.x & 31;
-    const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
-    for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < rows;
-         r += warps) {
+    for (int64_t r = Rows::first(); r < rows; r += Rows::step()) {
         const int64_t base = shape.base(r);
         if (len <= kCached * 128) {
             float v[kCached][4];
@@ -237,15 +257,13 @@ softmax_dropout_backward(
     int64_t len, int64_t inner, int64_t map_base, int map_nd, const int64_t* map_dims,
     uint64_t seed, uint64_t offset, const uint64_t* seed_ptr, const uint64_t* offset_ptr,
     uint32_t threshold, int rule, float scale, int vec) {
-    const Rows shape{rows, len, inner};
-    const IndexMap map{map_base, map_nd, map_dims};
-    // Rows start on multiples of 4 (row_nibble): then every chunk is one nibble or block.
-    const bool aligned = inner == 1 && len % 4 == 0 && map_nd == 0 && map_base % 4 == 0;
-    KeepBits bits = keep_bits(read_stream(seed, offset, seed_ptr, offset_ptr), threshold, rule);
+    const Rows shape(len, inner, map_base, map_nd, map_dims, seed, offset, seed_ptr, offset_ptr,
+                     threshold, rule);
+    const IndexMap& map = shape.map;
+    const KeepBits& bits = shape.bits;
+    const bool aligned = shape.aligned;
     const int lane = threadIdx.x & 31;
-    const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
-    for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < rows;
-         r += warps) {
+    for (int64_t r = Rows::first(); r < rows; r += Rows::step()) {
         const int64_t base = shape.base(r);
         if (len <= kCachedBackward * 128) {
             float g[kCachedBackward][4], p[kCachedBackward][4];
