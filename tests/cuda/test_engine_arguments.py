@@ -116,3 +116,15 @@ def test_a_layout_the_index_maps_cannot_hold_is_named():
 def test_a_size_beyond_any_buffer_is_refused_before_allocation():
     with pytest.raises(ArgumentError, match="more than any buffer can hold"):
         cuda.dropout_mask((2**30, 2**30), 0.5, seed=1)
+
+
+def test_a_0d_host_array_is_a_host_seed_not_a_device_scalar():
+    """numpy's 0-d arrays carry __dlpack__ too; as seeds they are integers, as on the cpu
+    engine, and one-element device arrays are read by the kernel."""
+    from fusebridge.cuda import arguments
+
+    launcher = device.current_launcher()
+    assert arguments.counter(launcher, np.array(7), "dropout", "seed") == (7, None)
+    assert arguments.counter(launcher, np.uint64(2**63), "dropout", "seed") == (2**63, None)
+    value, on_device = arguments.counter(launcher, np.array([7], np.uint64), "dropout", "seed")
+    assert value == 0 and on_device.tolist() == [7]

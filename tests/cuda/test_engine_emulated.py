@@ -14,6 +14,7 @@ import pytest
 from helpers.cuda_emulator import Emulator, build_harness, compiler
 
 from fusebridge.cuda import build, device, gpu_cases
+from fusebridge.cuda.gpu_bench import TUNE_DROPOUT, TUNE_SOFTMAX
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="the emulator needs g++")
 
@@ -51,15 +52,15 @@ class EmulatedLauncher:
         return np.array(host, copy=True)
 
 
+def _emulator(folder, defines=()) -> Emulator:
+    sources = [build.CSRC / s for s in build.SOURCES]
+    includes = [build.CSRC, build.KERNELS_CSRC]
+    return Emulator(build_harness(sources, KERNELS, includes, folder, defines=defines))
+
+
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory) -> Emulator:
-    harness = build_harness(
-        [build.CSRC / s for s in build.SOURCES],
-        KERNELS,
-        [build.CSRC, build.KERNELS_CSRC],
-        tmp_path_factory.mktemp("emulator"),
-    )
-    return Emulator(harness)
+    return _emulator(tmp_path_factory.mktemp("emulator"))
 
 
 def _host_io() -> gpu_cases.Arrays:
@@ -101,3 +102,28 @@ def test_an_unwritten_output_element_would_show(emulator):
         y, mask = cuda.dropout(x, 0.5, seed=3, return_mask=True)
     want, want_mask = kernels.dropout(x, 0.5, seed=3, return_mask=True)
     assert y.tobytes() == want.tobytes() and mask.tobytes() == want_mask.tobytes()
+
+
+# The tuning constants change the kernels' loops (groups in flight, rows held in registers),
+# so the variants gpu_bench.tune times on a GPU run the whole case list here too: one build
+# with the other extreme of each constant.
+VARIANTS = [
+    ("FB_UNROLL=1", "FB_CACHED=8", "FB_CACHED_BACKWARD=8"),
+    ("FB_UNROLL=4", "FB_CACHED=2", "FB_CACHED_BACKWARD=2"),
+]
+
+
+def test_the_tuned_constants_cover_the_variants_timed():
+    timed = {d.split("=")[0] for defines, _ in TUNE_DROPOUT + TUNE_SOFTMAX for d in defines}
+    varied = {d.split("=")[0] for defines in VARIANTS for d in defines}
+    # FB_MIN_BLOCKS* only caps registers (__launch_bounds__), which the emulator ignores.
+    assert timed - varied == {"FB_MIN_BLOCKS", "FB_MIN_BLOCKS_BACKWARD"}
+
+
+@pytest.mark.parametrize("defines", VARIANTS, ids=" ".join)
+def test_every_case_passes_under_other_tuning_constants(tmp_path_factory, defines):
+    launcher = EmulatedLauncher(_emulator(tmp_path_factory.mktemp("variant"), defines), 64, 3)
+    launcher.device += ",".join(defines)  # primitives of their own
+    with device.use_launcher(launcher):
+        results = gpu_cases.run_all(_host_io())
+    assert _failed(results) == []

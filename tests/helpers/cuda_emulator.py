@@ -66,12 +66,13 @@ def build_harness(
     include_dirs: Sequence[Path],
     workdir: Path,
     sanitize: bool = True,
+    defines: Sequence[str] = (),
 ) -> Path:
     """Compiles the harness with `kernel_sources` (included in order, after the emulator
     header; their own #include "..." resolve next to them, then in `include_dirs`), exposing
-    the extern "C" kernels named in `kernels`. The executable is cached in `workdir` under a
-    hash of the preprocessed translation unit and the flags, so a change to any header the
-    sources include also rebuilds it."""
+    the extern "C" kernels named in `kernels`, with `defines` ("NAME=value") set. The
+    executable is cached in `workdir` under a hash of the preprocessed translation unit and
+    the flags, so a change to any header the sources include also rebuilds it."""
     cxx = compiler()
     if cxx is None:
         raise EmulatorBuildError("the CUDA emulator needs g++, which is not on PATH")
@@ -86,7 +87,7 @@ def build_harness(
     gen.mkdir(exist_ok=True)
     _write(gen / "sources.inc", listing)
     _write(gen / "registry.inc", registry)
-    flags = [*BASE_FLAGS, *(SANITIZE_FLAGS if sanitize else ())]
+    flags = [*BASE_FLAGS, *(SANITIZE_FLAGS if sanitize else ()), *(f"-D{d}" for d in defines)]
     unit = [
         f"-I{EMULATOR_DIR}",
         *(f"-I{Path(d).resolve()}" for d in include_dirs),
