@@ -198,13 +198,17 @@ def session_cases(batches: int = 24, seed: int = 0) -> tuple[list, Callable]:
 
 
 def _gru_arrays(rng: np.random.Generator, n: int) -> tuple[np.ndarray, ...]:
-    """A padded [T, N, 16] batch of lengths 1..T, and a bidirectional GRU's weights (H 32)."""
+    """A padded [T, N, 16] batch of lengths 1..T, and a bidirectional GRU's weights (H 32),
+    packed as the framework ops take them (fusebridge.kernels.pack_gru_weights)."""
+    from fusebridge import kernels
+
     lens = rng.integers(1, 21, n)
     x = rng.standard_normal((int(lens.max()), n, 16)).astype(np.float32)
     wx = (rng.standard_normal((2, 16, 96)) * 0.25).astype(np.float32)
     wh = (rng.standard_normal((2, 32, 96)) * 0.18).astype(np.float32)
     b, bh = (rng.standard_normal((2, 2, 96)) * 0.1).astype(np.float32)
-    return x, lens, wx, wh, b, bh
+    w = kernels.pack_gru_weights(wx, wh, b, bh)
+    return x, lens, *(np.array(a) for a in (w.wx, w.wh, w.bias_x, w.bias_hc))
 
 
 def paddle_cases(seed: int = 0) -> tuple[list, Callable]:

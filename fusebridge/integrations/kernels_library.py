@@ -1,11 +1,12 @@
-"""The compiled kernels as code outside fusebridge.kernels._C links them: the static library
-CMake installs beside _C (fusebridge/kernels/lib) with the flags it was compiled with, for the
-framework op libraries built on first use (integrations/mxnet/op_library.py,
-integrations/paddle/op_library.py; docs/design.md, "One native build")."""
+"""The compiled kernels as code outside fusebridge.kernels._C links them: the shared library
+libfusebridge_kernels.so that CMake installs beside _C (fusebridge/kernels/lib), with the flags
+it was compiled with, for the framework op libraries built on first use
+(integrations/mxnet/op_library.py, integrations/paddle/op_library.py). An op library loads the
+very copy _C loaded, so the process has one thread pool, ISA setting and primitive cache
+(docs/design.md, "One kernels runtime per process")."""
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 import os
@@ -24,11 +25,11 @@ _MANIFEST_NAME = "fusebridge_kernels.json"
 
 @dataclass(frozen=True)
 class KernelsLibrary:
-    """The kernels as CMake compiled them for _C: the static library installed beside _C
+    """The kernels as CMake compiled them for _C: the shared library installed beside _C
     (fusebridge/kernels/lib), and the flags from CMake's manifest that code linking it compiles
     and links with."""
 
-    archive: Path
+    library: Path
     manifest: Path
     compiler: str
     compile_flags: tuple[str, ...]
@@ -42,7 +43,7 @@ def installed_kernels() -> KernelsLibrary:
     manifest = Path(core._C.__file__).resolve().parent / "lib" / _MANIFEST_NAME
     try:
         spec = json.loads(manifest.read_text())
-        archive = manifest.parent / spec["library"]
+        library = manifest.parent / spec["library"]
         flags = tuple(spec["compile_flags"]), tuple(spec["link_flags"])
         compiler = spec["compiler"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -52,12 +53,21 @@ def installed_kernels() -> KernelsLibrary:
             "fusebridge.kernels._C, in fusebridge/kernels/lib: reinstall fusebridge (or, "
             "where a built _C was copied into a source tree, copy that lib folder beside it)"
         ) from exc
-    if not archive.is_file():
+    if not library.is_file():
         raise ExecutionError(
-            f"fusebridge: the compiled kernels library {archive} named by {manifest} is "
+            f"fusebridge: the compiled kernels library {library} named by {manifest} is "
             "missing; reinstall fusebridge"
         )
-    return KernelsLibrary(archive, manifest, compiler, *flags)
+    return KernelsLibrary(library, manifest, compiler, *flags)
+
+
+def link_flags(kernels: KernelsLibrary) -> list[str]:
+    """What an op library links with: the kernels' own link flags and the kernels library,
+    found again at load time where it is installed (the loader then finds the copy _C loaded
+    already, by its soname)."""
+    directory = kernels.library.parent
+    name = kernels.library.name.removeprefix("lib").removesuffix(".so")
+    return [*kernels.link_flags, f"-L{directory}", f"-l{name}", f"-Wl,-rpath,{directory}"]
 
 
 def compiler_for(kernels: KernelsLibrary) -> str:
@@ -84,14 +94,3 @@ def build_key(files: Iterable[Path], meta: Iterable[str]) -> str:
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
     h.update("\0".join(meta).encode())
     return h.hexdigest()[:16]
-
-
-def follow_thread_count(library: Path) -> None:
-    """The loaded op library at `library` takes fusebridge.kernels' thread count now and at every
-    set_num_threads: it holds its own copy of the kernels' settings (csrc/glue.hpp)."""
-    from fusebridge.kernels import core
-
-    # The framework loaded it already: this finds the same copy (dlopen counts references).
-    setter = ctypes.CDLL(str(library)).fusebridge_set_num_threads
-    setter.argtypes, setter.restype = [ctypes.c_int], None
-    core.follow_thread_count(setter)

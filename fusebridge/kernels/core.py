@@ -51,43 +51,31 @@ except ImportError as exc:
 ISAS = ("scalar", "avx2", "avx512")
 
 
-def _best_isa() -> str:
-    """The widest ISA the CPU runs, or FUSEBRIDGE_ISA if narrower: the process then behaves as
-    on a CPU without the wider ones (an AVX2-only AMD Zen 3 on an AVX-512 machine, say)."""
-    best = ISAS[_C.best_isa()]
-    cap = os.environ.get("FUSEBRIDGE_ISA")
-    if cap is None:
-        return best
-    if cap not in ISAS[: ISAS.index(best) + 1]:
-        raise ArgumentError(
-            f"FUSEBRIDGE_ISA: expected one of {ISAS[: ISAS.index(best) + 1]} on this CPU, "
-            f"got {cap!r}"
-        )
-    return cap
-
-
-_BEST_ISA = _best_isa()
-_isa = _BEST_ISA
+# The ISA setting lives in the compiled runtime (csrc/runtime.hpp), shared with the framework op
+# libraries: set_isa here reaches their ops too. FUSEBRIDGE_ISA may lower the widest allowed
+# (the process then behaves as on a CPU without the wider ones: an AVX2-only AMD Zen 3 on an
+# AVX-512 machine, say); a value this CPU cannot run is an error at import.
+_ISA_LIMIT = ISAS[_C.isa_limit()]
 
 
 def available_isas() -> tuple[str, ...]:
-    """The instruction sets this CPU can run, from the portable fallback up."""
-    return ISAS[: ISAS.index(_BEST_ISA) + 1]
+    """The instruction sets this process can run, from the portable fallback up."""
+    return ISAS[: ISAS.index(_ISA_LIMIT) + 1]
 
 
 def isa() -> str:
     """The instruction set new primitives are created for."""
-    return _isa
+    return ISAS[_C.current_isa()]
 
 
 def set_isa(name: str) -> None:
-    """Force an instruction set (tests use it to run every path the CPU can)."""
-    global _isa
+    """Force an instruction set, for the whole process (tests use it to run every path the CPU
+    can)."""
     if name not in available_isas():
         raise ArgumentError(
             f"set_isa: name must be one of {available_isas()} on this CPU, got {name!r}"
         )
-    _isa = name
+    _C.set_isa(ISAS.index(name))
 
 
 def thread_cap() -> int:
@@ -110,23 +98,10 @@ def set_num_threads(n: int) -> None:
             f"{op}: n must lie in [1, {cap}] (thread_cap() on this machine), got {n}"
         )
     _C.set_num_threads(int(n))
-    for setter in _thread_followers:
-        setter(int(n))
 
 
 def get_num_threads() -> int:
     return _C.max_threads()
-
-
-# Native libraries with a copy of the kernels of their own (the MXNet and Paddle op libraries):
-# set_num_threads sets theirs too, so the process has one thread count.
-_thread_followers: list[Callable[[int], None]] = []
-
-
-def follow_thread_count(setter: Callable[[int], None]) -> None:
-    """setter(n) now with the current count, and at every set_num_threads."""
-    setter(get_num_threads())
-    _thread_followers.append(setter)
 
 
 def blas_info() -> dict[str, object]:

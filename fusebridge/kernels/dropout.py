@@ -26,7 +26,6 @@ from fusebridge.kernels.arguments import (
     new_array,
     raw_view,
 )
-from fusebridge.kernels.primitive_cache import CACHE
 
 MODES = {"upscale_in_train": 0, "downgrade_in_infer": 1}
 # Outputs this large bypass the caches (non-temporal stores): they would not fit anyway, and
@@ -40,9 +39,6 @@ _DTYPES = {dtype: core._C.DType(code) for dtype, code in FLOAT_DTYPES.items()}
 # declares its fields); seed and offset are not in it: they are arguments of each execution.
 DropoutDescriptor = core._C.DropoutDescriptor
 
-
-def _create(desc: DropoutDescriptor) -> object:
-    return core._C.DropoutPrimitive(desc)
 
 
 def _mode(mode: object, op: str) -> str:
@@ -129,7 +125,7 @@ def _primitive(op, shape, dtype, p, mode, training, axes, noise_shape, shard) ->
         dtype=_DTYPES[dtype],
         **dropout_fields(op, p, mode, training),
     )
-    return CACHE.get(desc, _create)
+    return core._C.primitive(desc)
 
 
 def _new_mask(prim: object, op: str) -> np.ndarray:

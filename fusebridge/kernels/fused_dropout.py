@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fusebridge.errors import ArgumentError, ArgumentTypeError
+from fusebridge.errors import ArgumentError, ArgumentTypeError, ExecutionError
 from fusebridge.kernels import core
 from fusebridge.kernels.arguments import (
     as_flag,
@@ -30,7 +30,6 @@ from fusebridge.kernels.dropout import (
     dropout_backward,
     dropout_fields,
 )
-from fusebridge.kernels.primitive_cache import CACHE
 
 Shard = tuple[Sequence[int], Sequence[int]]
 F32 = np.dtype(np.float32)
@@ -151,28 +150,6 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None
     return tuple(y if x == 1 else x for x, y in zip(a, b))
 
 
-def _batch_offsets(shape: tuple[int, ...], batch: tuple[int, ...]) -> list[int]:
-    """Element offset of each output batch's matrix in an operand of `shape` (broadcast)."""
-    own = shape[:-2]
-    index = np.arange(int(np.prod(own, dtype=np.int64)), dtype=np.int64).reshape(own)
-    size = shape[-2] * shape[-1]
-    return (np.broadcast_to(index, batch).reshape(-1) * size).tolist()
-
-
-def _create_matmul(desc: MatmulDropoutDescriptor) -> object:
-    a_shape, b_shape = tuple(desc.a_shape), tuple(desc.b_shape)
-    m = a_shape[-1] if desc.transpose_a else a_shape[-2]
-    n = b_shape[-2] if desc.transpose_b else b_shape[-1]
-    batch = _broadcast(a_shape[:-2], b_shape[:-2])
-    # An empty output has no matrices to compute: no batch offsets either (empty operands may
-    # broadcast to any number of batches).
-    if math.prod(batch) * m * n == 0:
-        return core._C.MatmulDropoutPrimitive(desc, [], [])
-    return core._C.MatmulDropoutPrimitive(
-        desc, _batch_offsets(a_shape, batch), _batch_offsets(b_shape, batch)
-    )
-
-
 def _matmul_primitive(
     op: str,
     a: np.ndarray,
@@ -212,8 +189,9 @@ def _matmul_primitive(
         **dropout_fields(op, p, mode, training),
     )
     try:
-        return CACHE.get(desc, _create_matmul), shape, bias
-    except MemoryError:  # the plan lists each output matrix: broadcasting can make billions
+        return core._C.primitive(desc), shape, bias
+    except ExecutionError:  # std::bad_alloc: the plan lists each output matrix, and
+        # broadcasting can make billions
         raise ArgumentError(
             f"{op}: the output {shape} of a {a.shape} @ b {b.shape} has more matrices than "
             "this process can plan"
@@ -346,9 +324,6 @@ def matmul_dropout_backward(
 # ---- softmax --------------------------------------------------------------------------------
 
 
-def _create_softmax(desc: SoftmaxDropoutDescriptor) -> object:
-    return core._C.SoftmaxDropoutPrimitive(desc)
-
 
 def softmax_geometry(
     op: str, shape: tuple[int, ...], axis: object, shard: object
@@ -385,7 +360,7 @@ def _softmax_primitive(
         start=start,
         **dropout_fields(op, p, mode, training),
     )
-    return CACHE.get(desc, _create_softmax)
+    return core._C.primitive(desc)
 
 
 def softmax_dropout(

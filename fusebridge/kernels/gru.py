@@ -10,7 +10,6 @@ from fusebridge.errors import ArgumentError, ArgumentTypeError
 from fusebridge.kernels import core
 from fusebridge.kernels.arguments import as_choice, as_flag, as_output, contiguous, new_array
 from fusebridge.kernels.gru_weights import GRUWeights, pack_gru_weights
-from fusebridge.kernels.primitive_cache import CACHE
 from fusebridge.kernels.sequence_layout import as_offsets, as_seq_lens
 
 LAYOUTS = {"lod": 0, "tnc": 1, "ntc": 2}
@@ -24,9 +23,6 @@ DIRECTIONS = ("forward", "reverse", "bidirectional")
 # one primitive.
 GRUDescriptor = core._C.GRUDescriptor
 
-
-def _create(desc: GRUDescriptor) -> object:
-    return core._C.GruPrimitive(desc)
 
 
 def _sentences(x: np.ndarray, layout: str, offsets: object, seq_lens: object):
@@ -99,7 +95,7 @@ class GRUKernel:
         isa = core.isa()  # set_isa may have changed it since the last call
         if isa != self._isa:
             desc = GRUDescriptor(**self._fields, isa=core._C.Isa[isa])
-            self._prim, self._isa = CACHE.get(desc, _create), isa
+            self._prim, self._isa = core._C.primitive(desc), isa
         return self._prim
 
     def __call__(

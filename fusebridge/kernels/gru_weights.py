@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fusebridge.errors import ArgumentError, ArgumentTypeError
+from fusebridge.kernels import core
 from fusebridge.kernels.arguments import aligned_copy
 
 BLOCK = 16  # hidden units per packed block (kGruBlock in csrc/gru_kernels.hpp)
@@ -67,19 +68,14 @@ def _bias(b: object, d: int, oc: int, op: str, name: str) -> np.ndarray:
     return arr.astype(np.float32)
 
 
+def _aligned_empty(shape: tuple[int, ...]) -> np.ndarray:
+    """float32 zeros on a 64-byte boundary (arguments.aligned_copy), for the packer to fill."""
+    return aligned_copy(np.zeros(shape, np.float32), np.float32)
+
+
 def _frozen(a: np.ndarray) -> np.ndarray:
-    a = aligned_copy(a, np.float32)
     a.setflags(write=False)
     return a
-
-
-def _blocked(w: np.ndarray, ocp: int) -> np.ndarray:
-    """[D, K, 3*OC] -> [D, OCp/16, K, 3, 16], zero past OC (gru_kernels.hpp's packing)."""
-    d, k, g3 = w.shape
-    oc = g3 // 3
-    blocks = np.zeros((d, k, 3, ocp), np.float32)  # [D, k, gate, unit]
-    blocks[..., :oc] = w.reshape(d, k, 3, oc)
-    return blocks.reshape(d, k, 3, ocp // BLOCK, BLOCK).transpose(0, 3, 1, 2, 4)
 
 
 def pack_gru_weights(
@@ -115,22 +111,26 @@ def pack_gru_weights(
             f"{op}: wx [D, IC, 3*OC] and wh [D, OC, 3*OC] disagree: wx "
             f"{None if wx is None else wx.shape}, wh {wh.shape}"
         )
-    b = _bias(bias, d, oc, op, "bias").reshape(d, 3, oc)
-    bh = _bias(bias_h, d, oc, op, "bias_h").reshape(d, 3, oc)
+    # The compiled packer (csrc/gru.cpp) is the one writer of the layout: the framework op
+    # libraries' weights are packed by the same code.
+    b = np.ascontiguousarray(_bias(bias, d, oc, op, "bias"))
+    bh = np.ascontiguousarray(_bias(bias_h, d, oc, op, "bias_h"))
     ocp = -(-oc // BLOCK) * BLOCK
-
-    bias_x = np.zeros((d, 3, ocp), np.float32)
-    bias_x[:, :, :oc] = b
-    bias_x[:, :2, :oc] += bh[:, :2]
-    bias_hc = np.zeros((d, ocp), np.float32)
-    bias_hc[:, :oc] = bh[:, 2]
+    packed_wx = None if wx is None else _aligned_empty((d, ocp // BLOCK, ic, 3, BLOCK))
+    packed_wh = _aligned_empty((d, ocp // BLOCK, oc, 3, BLOCK))
+    bias_x, bias_hc = _aligned_empty((d, 3, ocp)), _aligned_empty((d, ocp))
+    core._C.pack_gru_weights(
+        d, 0 if wx is None else ic, oc,
+        None if wx is None else np.ascontiguousarray(wx, np.float32),
+        np.ascontiguousarray(wh, np.float32), b, bh, packed_wx, packed_wh, bias_x, bias_hc,
+    )  # fmt: skip
 
     return GRUWeights(
         directions=d,
         input_size=ic,
         hidden_size=oc,
-        wx=None if wx is None else _frozen(_blocked(wx, ocp)),
-        wh=_frozen(_blocked(wh, ocp)),
+        wx=None if wx is None else _frozen(packed_wx),
+        wh=_frozen(packed_wh),
         bias_x=_frozen(bias_x),
         bias_hc=_frozen(bias_hc),
     )

@@ -1,5 +1,11 @@
-"""An LRU cache of primitives keyed by their immutable descriptors (oneDNN's primitive cache):
-thread-safe, each primitive built once even when many threads ask for it at the same time."""
+"""Primitive caches keyed by immutable descriptors (oneDNN's primitive cache): LRU, thread-safe,
+each primitive built once even when many threads ask for it at the same time.
+
+The CPU kernels' primitives live in the compiled runtime's cache (csrc/primitive_cache.hpp,
+reached as `core._C.primitive(desc)`), which the Paddle and MXNet op libraries share. The
+PrimitiveCache class here is that cache's rule for Python objects: the cuda engine keeps its
+primitives (Python objects around device kernels) in `CACHE`. cache_stats and
+set_cache_capacity speak of the CPU cache; set_cache_capacity sets both."""
 
 from __future__ import annotations
 
@@ -119,14 +125,29 @@ def _capacity_from_env() -> int:
         return DEFAULT_CAPACITY
 
 
+# The compiled cache reads the same variable itself (an op library may run without Python);
+# here an unreadable value is also reported.
 CACHE = PrimitiveCache(_capacity_from_env())
 
 
 def cache_stats() -> dict[str, int]:
-    """Capacity, size, hits, misses and evictions of the primitive cache."""
-    return CACHE.stats()
+    """Capacity, size, hits, misses and evictions of the CPU kernels' primitive cache, which
+    the framework op libraries share."""
+    from fusebridge.kernels import core
+
+    return core._C.cache_stats()
 
 
 def set_cache_capacity(n: int) -> None:
-    """Primitives kept at most; 0 turns caching off."""
+    """Primitives kept at most, by each engine's cache; 0 turns caching off."""
+    from fusebridge.kernels import core
+
     CACHE.set_capacity(n)
+    core._C.set_cache_capacity(n)
+
+
+def clear_cache() -> None:
+    """Drops every CPU primitive and resets the counters (tests, benchmarks of cold calls)."""
+    from fusebridge.kernels import core
+
+    core._C.clear_cache()

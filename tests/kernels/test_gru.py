@@ -279,3 +279,36 @@ def test_errors_name_op_argument_and_expectation():
         kernels.fusion_gru(x, w, args["wh"], offsets=args["offsets"])
     with pytest.raises(ArgumentError, match="x must be 3-D for layout 'tnc'"):
         kernels.fusion_gru(x, w, layout="tnc")
+
+
+def _packed_layout(w: np.ndarray, ocp: int) -> np.ndarray:
+    """[D, K, 3*OC] -> [D, OCp/16, K, 3, 16], zero past OC: the layout GRUWeights documents,
+    written with NumPy (the packer's code before the compiled one replaced it)."""
+    d, k, g3 = w.shape
+    oc = g3 // 3
+    blocks = np.zeros((d, k, 3, ocp), np.float32)  # [D, k, gate, unit]
+    blocks[..., :oc] = w.reshape(d, k, 3, oc)
+    return blocks.reshape(d, k, 3, ocp // 16, 16).transpose(0, 3, 1, 2, 4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize(("d", "ic", "oc"), [(1, 3, 5), (2, 7, 16), (2, 1, 33)])
+def test_the_compiled_packer_writes_the_documented_layout(dtype, d, ic, oc):
+    """kernels.pack_gru_weights (the compiled packer, csrc/gru.cpp, which the framework glues'
+    saved weights come from too) against the layout written from its documentation, bit for
+    bit: values rounded to float32 once, update and reset biases summed in float32."""
+    rng = np.random.default_rng(oc)
+    wx, wh = (rng.standard_normal((d, k, 3 * oc)).astype(dtype) for k in (ic, oc))
+    b, bh = rng.standard_normal((2, d, 3 * oc)).astype(dtype)
+    w = kernels.pack_gru_weights(wx, wh, b, bh)
+    ocp = -(-oc // 16) * 16
+    np.testing.assert_array_equal(w.wx, _packed_layout(wx.astype(np.float32), ocp))
+    np.testing.assert_array_equal(w.wh, _packed_layout(wh.astype(np.float32), ocp))
+    b32, bh32 = (v.astype(np.float32).reshape(d, 3, oc) for v in (b, bh))
+    bias_x = np.zeros((d, 3, ocp), np.float32)
+    bias_x[:, :, :oc] = b32
+    bias_x[:, :2, :oc] += bh32[:, :2]
+    bias_hc = np.zeros((d, ocp), np.float32)
+    bias_hc[:, :oc] = bh32[:, 2]
+    np.testing.assert_array_equal(w.bias_x, bias_x)
+    np.testing.assert_array_equal(w.bias_hc, bias_hc)

@@ -1,15 +1,17 @@
 """fusebridge's ops inside a running MXNet 1.9, natively: a C++ library built on first use (the
 lib_api.h it is built against ships with the mxnet wheel, MX_LIBRARY_VERSION 11), cached, and
 loaded with mx.library.load. Only its glue (csrc/mxnet_ops.cc) and lib_api.cc are compiled
-here; the kernels are the static library CMake compiled for fusebridge.kernels._C and installed
-beside it, linked with the flags CMake wrote next to it (docs/design.md, "One native build").
-It registers
+here; the kernels are the shared library fusebridge.kernels._C loads, linked with the flags
+CMake wrote next to it, so the ops share _C's thread pool, ISA setting and primitive cache
+(docs/design.md, "One kernels runtime per process"). It registers
 
 - `fusebridge_dropout(x, p=0.5, seed, offset=0, axes=(), mode='upscale_in_train',
   is_test=False) -> (y, mask)` with backward: the bits of fusebridge.kernels.dropout;
-- `fusebridge_fusion_gru(x, seq_lens, wx, wh, bias, bias_h[, h0], direction='forward',
+- `fusebridge_fusion_gru(x, seq_lens, wx, wh, bias_x, bias_hc[, h0], direction='forward',
   layout='tnc', linear_before_reset=False, origin_mode=True, activation='tanh',
-  gate_activation='sigmoid', has_h0=False) -> y`, for inference: its backward raises an
+  gate_activation='sigmoid', has_h0=False) -> y`, with the weights packed once by
+  `fusebridge.kernels.pack_gru_weights` (save_mxnet writes them so), for inference: its
+  backward raises an
   MXNetError when a gradient is computed (registered so that gluon's SymbolBlock, which
   builds the backward graph up front, takes it).
 
@@ -32,20 +34,18 @@ from fusebridge.integrations.kernels_library import (
     KernelsLibrary,
     build_key,
     compiler_for,
-    follow_thread_count,
     installed_kernels,
     library_dir,
+    link_flags,
 )
 from fusebridge.kernels.arguments import as_flag
 
 LIBRARY_NAME = "libfusebridge_mxnet.so"
 _KEY_NAME = "libfusebridge_mxnet.key"
 _GLUE = Path(__file__).resolve().parent / "csrc" / "mxnet_ops.cc"
-# Only lib_api's C entry points leave the library: our copy of the kernels must not bind to (or
-# be bound by) the same symbols in fusebridge.kernels._C or another MXNet library.
-_EXPORTS = (
-    "{ global: _op*; _part*; _pass*; _msg*; initialize; fusebridge_*num_threads; local: *; };\n"
-)
+# Only lib_api's C entry points leave the library: the glue's own symbols (and lib_api's C++
+# helpers) must not bind to, or be bound by, another MXNet library's.
+_EXPORTS = "{ global: _op*; _part*; _pass*; _msg*; initialize; local: *; };\n"
 # Measured on a 2-core VM (the glue and lib_api.cc compiled in parallel, then the link).
 _BUILD_ESTIMATE = "about 10 s"
 
@@ -68,12 +68,10 @@ def _mxnet_files(mx: object) -> tuple[Path, Path]:
 def _build_key(mx: object, lib_api_cc: Path, include: Path, kernels: KernelsLibrary) -> str:
     """Hash of everything the library is made from (the glue, the kernels library and its
     headers and flags, MXNet's lib_api), so a changed input or MXNet rebuilds."""
-    import scipy_openblas32
-
-    files = [_GLUE, *sorted(KERNEL_HEADERS.glob("*.hpp")), kernels.archive, kernels.manifest]
+    files = [_GLUE, *sorted(KERNEL_HEADERS.glob("*.hpp")), kernels.library, kernels.manifest]
     files += [include / "mxnet" / "lib_api.h", lib_api_cc]
-    blas = [scipy_openblas32.get_lib_dir(), scipy_openblas32.get_library()]
-    return build_key(files, [mx.__version__, compiler_for(kernels), _EXPORTS, *blas])
+    meta = [mx.__version__, compiler_for(kernels), _EXPORTS, str(kernels.library)]
+    return build_key(files, meta)
 
 
 def _run(cmd: list[str]) -> str | None:
@@ -91,9 +89,6 @@ def _run(cmd: list[str]) -> str | None:
 def _build(target: Path, include: Path, lib_api_cc: Path, kernels: KernelsLibrary) -> None:
     """Compiles the glue and MXNet's lib_api.cc with the kernels' flags and links them with the
     kernels library: no kernel source is compiled here."""
-    import scipy_openblas32
-
-    blas_lib = scipy_openblas32.get_lib_dir()
     cxx = compiler_for(kernels)
     includes = [f"-I{include}", f"-I{KERNEL_HEADERS}"]
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
@@ -109,10 +104,8 @@ def _build(target: Path, include: Path, lib_api_cc: Path, kernels: KernelsLibrar
         if not errors:
             exports = work / "exports.map"
             exports.write_text(_EXPORTS)
-            link = [cxx, "-shared", *(str(obj) for obj, _ in jobs), str(kernels.archive)]
-            link += [*kernels.link_flags, "-o", str(work / LIBRARY_NAME), f"-L{blas_lib}"]
-            link += [f"-l{scipy_openblas32.get_library()}", f"-Wl,-rpath,{blas_lib}"]
-            link += [f"-Wl,--version-script={exports}"]
+            link = [cxx, "-shared", *(str(obj) for obj, _ in jobs), *link_flags(kernels)]
+            link += ["-o", str(work / LIBRARY_NAME), f"-Wl,--version-script={exports}"]
             error = _run(link)
             errors = [error] if error else []
         if errors:
@@ -157,7 +150,6 @@ def register(cache_dir: str | os.PathLike | None = None, force_rebuild: bool = F
             mx.library.load(str(path), verbose=False)
         except mx.base.MXNetError as exc:
             raise ExecutionError(f"fusebridge: MXNet could not load {path}: {exc}") from exc
-        follow_thread_count(path)
         _loaded = path
         return path
 

@@ -1,8 +1,9 @@
 """fusebridge's ops inside a running Paddle, natively: Paddle custom operators (its wheel ships
 paddle/extension.h), built on first use by paddle.utils.cpp_extension from the glue
-(csrc/paddle_ops.cc) linked with the kernels library CMake compiled for fusebridge.kernels._C
-(no kernel source is compiled here; docs/design.md, "One native build"), cached on disk, and
-registered in the process: dygraph, static programs and Paddle Inference see them.
+(csrc/paddle_ops.cc) linked with the kernels library fusebridge.kernels._C loads (no kernel
+source is compiled here, and the ops share _C's thread pool, ISA setting and primitive cache;
+docs/design.md, "One kernels runtime per process"), cached on disk, and registered in the
+process: dygraph, static programs and Paddle Inference see them.
 
 - `fusebridge_dropout(X, Key; p, mode, is_test, axes, save_mask) -> (Out, Mask)` with its grad
   op: the bits of fusebridge.kernels.dropout for Key = (seed, offset); the grad reads the
@@ -11,8 +12,10 @@ registered in the process: dygraph, static programs and Paddle Inference see the
   with its grad op, which recomputes the probabilities from X.
 - `fusebridge_matmul_dropout(A, B, Key; p, mode, is_test, transpose_a, transpose_b,
   save_mask) -> (Out, Mask)` with its grad op (Paddle's matmul on the dropped-out gradient).
-- `fusebridge_fusion_gru(X, SeqLens, Wx, Wh, Bias, BiasH[, H0]; direction, layout,
-  linear_before_reset, origin_mode, activation, gate_activation) -> Y`, forward only.
+- `fusebridge_fusion_gru(X, SeqLens, Wx, Wh, BiasX, BiasHc[, H0]; direction, layout,
+  linear_before_reset, origin_mode, activation, gate_activation) -> Y`, forward only, with the
+  weights packed once by `fusebridge.kernels.pack_gru_weights` (save_paddle writes them so, as
+  persistable parameters): no call packs them again.
 
 See csrc/paddle_ops.cc for the exact contracts.
 """
@@ -35,9 +38,9 @@ from fusebridge.integrations.kernels_library import (
     KernelsLibrary,
     build_key,
     compiler_for,
-    follow_thread_count,
     installed_kernels,
     library_dir,
+    link_flags,
 )
 
 MODULE_NAME = "fusebridge_paddle_ops"
@@ -52,22 +55,8 @@ _module: ModuleType | None = None
 def _key(paddle: ModuleType, kernels: KernelsLibrary) -> str:
     """Hash of what the library is made from: the glue, the kernels library with its headers
     and flags, Paddle's version and the compiler."""
-    import scipy_openblas32
-
-    files = [_GLUE, *sorted(KERNEL_HEADERS.glob("*.hpp")), kernels.archive, kernels.manifest]
-    blas = [scipy_openblas32.get_lib_dir(), scipy_openblas32.get_library()]
-    return build_key(files, [paddle.__version__, compiler_for(kernels), *blas])
-
-
-def _flags(kernels: KernelsLibrary) -> tuple[list[str], list[str]]:
-    """(compile flags, link flags): the kernels' own, their headers, and OpenBLAS."""
-    import scipy_openblas32
-
-    blas = scipy_openblas32.get_lib_dir()
-    compile_flags = [*kernels.compile_flags, f"-I{KERNEL_HEADERS}"]
-    link = [str(kernels.archive), *kernels.link_flags, f"-L{blas}"]
-    link += [f"-l{scipy_openblas32.get_library()}", f"-Wl,-rpath,{blas}"]
-    return compile_flags, link
+    files = [_GLUE, *sorted(KERNEL_HEADERS.glob("*.hpp")), kernels.library, kernels.manifest]
+    return build_key(files, [paddle.__version__, compiler_for(kernels), str(kernels.library)])
 
 
 def register(cache_dir: str | os.PathLike | None = None) -> ModuleType:
@@ -100,15 +89,14 @@ def register(cache_dir: str | os.PathLike | None = None) -> ModuleType:
                 file=sys.stderr,
                 flush=True,
             )
-        compile_flags, link_flags = _flags(kernels)
         log: list[str] = []
         try:
             with _captured(log), _environ("CXX", compiler_for(kernels)):
                 _module = cpp_extension.load(
                     name=MODULE_NAME,
                     sources=[str(_GLUE)],
-                    extra_cxx_cflags=compile_flags,
-                    extra_ldflags=link_flags,
+                    extra_cxx_cflags=[*kernels.compile_flags, f"-I{KERNEL_HEADERS}"],
+                    extra_ldflags=link_flags(kernels),
                     build_directory=str(directory),
                     verbose=False,
                 )
@@ -118,7 +106,6 @@ def register(cache_dir: str | os.PathLike | None = None) -> ModuleType:
                 f"fusebridge: building or loading the Paddle op library in {directory} "
                 f"failed: {exc!r}\n{tail}"
             ) from exc
-        follow_thread_count(directory / MODULE_NAME / f"{MODULE_NAME}.so")
         return _module
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import conventions, ops
+from fusebridge import conventions, kernels, ops
 from fusebridge.errors import UnsupportedOpError
 from fusebridge.graph.builder import model_opset
 from fusebridge.graph.checks import qualified_op
@@ -102,21 +102,35 @@ def _layer_norm(paddle, node, inputs):
     return [paddle.nn.functional.layer_norm(x, dims, weight=scale, bias=bias, epsilon=eps)]
 
 
+# Inputs a mapper reads as constants itself instead of as Paddle values: FusionGRU's weights,
+# which are written packed (the layout the kernel reads), so no run packs them again.
+_READ_AS_CONSTANTS = {f"{conventions.DOMAIN}.FusionGRU": range(2, 6)}
+
+
+def _parameter(paddle, array: np.ndarray):
+    """A persistable parameter holding `array` (saved in the .pdiparams)."""
+    init = paddle.nn.initializer.Assign(np.ascontiguousarray(array))
+    return paddle.static.create_parameter(
+        list(array.shape), array.dtype.name, default_initializer=init
+    )
+
+
 @MAPPERS.register(f"{conventions.DOMAIN}.FusionGRU")
 def _fusion_gru(paddle, node, inputs):
     from fusebridge.integrations.paddle.op_library import register
 
-    x, lengths, wx, wh, b, bh, h0 = (inputs + [None] * 7)[:7]
-    d, _, g3 = node.inputs[2].const_value.shape
-    zeros = np.zeros((d, g3), np.float32)
+    x, lengths, _, _, _, _, h0 = (inputs + [None] * 7)[:7]
+    weights = (list(node.inputs) + [None] * 6)[2:6]
+    wx, wh, b, bh = (None if v is None else v.const_value.numpy() for v in weights)
+    packed = kernels.pack_gru_weights(wx, wh, b, bh)
     if lengths is None:  # every sentence as long as the padding: T for each of the N
         layout = ops.attribute(node, "layout")
         steps = paddle.ones_like(x[:, :, 0], dtype="int64")
         lengths = paddle.sum(steps, axis=1 if layout == "ntc" else 0)
-    b = b if b is not None else paddle.assign(zeros)
-    bh = bh if bh is not None else paddle.assign(zeros)
+    weights = [packed.wx, packed.wh, packed.bias_x, packed.bias_hc]
     y = register().fusebridge_fusion_gru(
-        x, lengths, wx, wh, b, bh, h0, ops.attribute(node, "direction"),
+        x, lengths, *(_parameter(paddle, w) for w in weights), h0,
+        ops.attribute(node, "direction"),
         ops.attribute(node, "layout"), bool(ops.attribute(node, "linear_before_reset")),
         bool(ops.attribute(node, "origin_mode")), ops.attribute(node, "activation"),
         ops.attribute(node, "gate_activation"),
@@ -149,7 +163,7 @@ def _check(node: ir.Node, opset: int) -> str | None:
         if ops.attribute(node, "layout") == "lod":
             return "a LoD GRU (Paddle's custom operators take padded input and lengths)"
         if any(v is not None and v.const_value is None for v in node.inputs[2:6]):
-            return "its weights must be constants"
+            return "its weights must be constants (they are written packed)"
     return None
 
 
@@ -202,15 +216,15 @@ def _build(paddle, model: ir.Model) -> tuple[list, list]:
             if array.size <= _INLINE_MAX or array.dtype.kind not in "f":
                 values[v] = paddle.assign(np.ascontiguousarray(array))
             else:
-                init = paddle.nn.initializer.Assign(np.ascontiguousarray(array))
-                values[v] = paddle.static.create_parameter(
-                    list(array.shape), array.dtype.name, default_initializer=init
-                )
+                values[v] = _parameter(paddle, array)
         return values[v]
 
     for node in model.graph:
-        mapper = MAPPERS.lookup(qualified_op(node), f"save_paddle: {ir_node_label(node)}")
-        outs = mapper(paddle, node, [value(v) for v in node.inputs])
+        op = qualified_op(node)
+        mapper = MAPPERS.lookup(op, f"save_paddle: {ir_node_label(node)}")
+        constants = _READ_AS_CONSTANTS.get(op, ())
+        inputs = [None if i in constants else value(v) for i, v in enumerate(node.inputs)]
+        outs = mapper(paddle, node, inputs)
         values[node.outputs[0]] = outs[0]
     return feeds, [values[v] for v in model.graph.outputs]
 

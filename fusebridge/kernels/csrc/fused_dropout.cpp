@@ -91,6 +91,33 @@ MatmulDims matmul_dims(const MatmulDropoutDesc& d) {
     return {m, n, k, out};
 }
 
+// Element offset of each output batch's matrix (batch dims `batch`) in an operand of `shape`
+// [..., rows, cols], broadcast along the dims where it has 1 or none; none for an empty
+// output, whose empty operands may broadcast to any number of batches.
+std::vector<int64_t> batch_offsets(const std::vector<int64_t>& shape,
+                                   const std::vector<int64_t>& out) {
+    const size_t nb = out.size() - 2, own = shape.size() - 2;
+    const int64_t count = numel_of(out, "matmul_dropout", "the output") == 0
+                              ? 0
+                              : numel_of({out.begin(), out.end() - 2}, "matmul_dropout", "batches");
+    std::vector<int64_t> offsets(static_cast<size_t>(count));
+    const int64_t matrix = shape[own] * shape[own + 1];
+    for (int64_t flat = 0; flat < count; ++flat) {
+        int64_t rest = flat, offset = 0, stride = matrix;
+        for (size_t i = nb; i-- > 0;) {
+            const int64_t idx = rest % out[i];
+            rest /= out[i];
+            if (i + own >= nb) {  // the operand has this axis (aligned on the right)
+                const int64_t dim = shape[i + own - nb];
+                if (dim != 1) offset += idx * stride;
+                stride *= dim;
+            }
+        }
+        offsets[size_t(flat)] = offset;
+    }
+    return offsets;
+}
+
 int threads_for(double work, double per_thread, int64_t items) {
     const double by_work = std::max(1.0, work / per_thread);
     return int(std::min<double>({double(max_threads()), double(std::max<int64_t>(items, 1)),
@@ -260,6 +287,10 @@ void SoftmaxDropoutPrimitive::backward(const float* dy, const float* src, bool f
 }
 
 // ---- matmul -------------------------------------------------------------------------------
+
+MatmulDropoutPrimitive::MatmulDropoutPrimitive(const MatmulDropoutDesc& desc)
+    : MatmulDropoutPrimitive(desc, batch_offsets(desc.a_shape, matmul_dims(desc).out),
+                             batch_offsets(desc.b_shape, matmul_dims(desc).out)) {}
 
 MatmulDropoutPrimitive::MatmulDropoutPrimitive(const MatmulDropoutDesc& desc,
                                                std::vector<int64_t> a_offsets,

@@ -73,8 +73,10 @@ struct MatmulDropoutDesc {
 
 class MatmulDropoutPrimitive {
    public:
+    // The batch offsets from the descriptor's shapes (np.matmul's broadcasting).
+    explicit MatmulDropoutPrimitive(const MatmulDropoutDesc& desc);
     // a_offsets, b_offsets: per output batch, the element offset of its matrix in a and in b
-    // (derived from the shapes by the caller; none for an empty output).
+    // (none for an empty output); checked to lie inside a and b.
     MatmulDropoutPrimitive(const MatmulDropoutDesc& desc, std::vector<int64_t> a_offsets,
                            std::vector<int64_t> b_offsets);
 

@@ -1,8 +1,10 @@
 // What the framework glues (integrations/mxnet/csrc/mxnet_ops.cc, integrations/paddle/csrc/
-// paddle_ops.cc) share around the kernels, free of any framework: the dropout mask shape of
-// shared axes, the GRU's attributes, input shapes and packed weights. A bad value throws
-// GlueError, whose message names the input or attribute but not the op: each glue adds that
-// and raises it its framework's way.
+// paddle_ops.cc) share around the kernels, free of any framework: the dropout descriptor and
+// mask shape of shared axes, the GRU's attributes, input shapes and forward. Primitives come
+// from the process's cache (primitive_cache.hpp) at the ISA set now (runtime.hpp), both shared
+// with fusebridge.kernels._C through libfusebridge_kernels.so. A bad value throws GlueError,
+// whose message names the input or attribute but not the op: each glue adds that and raises
+// it its framework's way.
 #pragma once
 #include <cstdint>
 #include <cstdlib>
@@ -11,9 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "aligned.hpp"
+#include "dropout.hpp"
 #include "gru.hpp"
-#include "isa.hpp"
+#include "gru_kernels.hpp"
+#include "primitive_cache.hpp"
 #include "runtime.hpp"
 
 namespace fusebridge::glue {
@@ -57,16 +60,17 @@ inline int64_t packed_bytes(const Dims& mask) {
     return (n + 7) / 8;
 }
 
-// The instruction set a glue runs: the best this CPU runs, or the one $FUSEBRIDGE_ISA names
-// (as for fusebridge.kernels: it may only lower it). Throws GlueError for one it cannot run.
-inline Isa isa_from_env() {
-    const Isa best = best_isa();
-    const char* want = std::getenv("FUSEBRIDGE_ISA");
-    if (want == nullptr) return best;
-    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
-        if (std::string(want) == isa_name(isa) && int(isa) <= int(best)) return isa;
-    throw GlueError(std::string("fusebridge: FUSEBRIDGE_ISA='") + want +
-                    "' is not an instruction set this CPU runs (best: " + isa_name(best) + ")");
+// Same as fusebridge.kernels.dropout: outputs this large use non-temporal stores. It changes
+// how y is written, never what.
+constexpr int64_t kStreamMinBytes = int64_t(8) << 20;
+
+// The descriptor of a dropout over a whole float32 tensor of `shape` (no shard), its mask
+// shared over `axes`, at the ISA set now.
+inline DropoutDesc dropout_desc(const Dims& shape, float p, DropoutMode mode, bool is_test,
+                                const Dims& axes) {
+    return DropoutDesc{shape,          shape, Dims(shape.size(), 0), dropout_mask_shape(shape, axes),
+                       DType::f32,     p,     mode,                  !is_test,
+                       current_isa(), kStreamMinBytes};
 }
 
 // ---------------------------------------------------------------- fusion GRU
@@ -110,28 +114,32 @@ inline GruConfig gru_config(const std::string& direction, const std::string& lay
     return g;
 }
 
-inline const char* const kGruInputs[] = {"x", "seq_lens", "wx", "wh", "bias", "bias_h", "h0"};
+inline const char* const kGruInputs[] = {"x", "seq_lens", "wx", "wh", "bias_x", "bias_hc", "h0"};
 
 struct GruDims {
     int64_t t, n, ic, oc, d;
 };
 
-// Checks every input's shape (in kGruInputs' order, h0 optional) against x's and wh's.
+// Checks every input's shape (in kGruInputs' order, h0 optional) against x's and wh's. The
+// weights are packed (fusebridge.kernels.pack_gru_weights, gru.hpp): wx [D, OCp/16, IC, 3, 16],
+// wh [D, OCp/16, OC, 3, 16], bias_x [D, 3, OCp], bias_hc [D, OCp], OCp = OC rounded up to 16.
 inline GruDims gru_dims(const GruConfig& g, const std::vector<Dims>& in) {
     const Dims &x = in[0], &wh = in[3];
     if (x.size() != 3)
         throw GlueError(std::string("input 'x' must be 3-D ") +
                         (g.ntc ? "[N, T, IC]" : "[T, N, IC]") + " (layout " +
                         (g.ntc ? "ntc" : "tnc") + "), got " + str(x));
-    const int64_t d = g.directions;
-    if (wh.size() != 3 || wh[0] != d || wh[2] != 3 * wh[1])
-        throw GlueError("input 'wh' must be [D, OC, 3*OC] with D = " + std::to_string(d) +
-                        " for direction " + (d == 2 ? "bidirectional" : "forward/reverse") +
-                        ", got " + str(wh));
-    const GruDims m{g.ntc ? x[1] : x[0], g.ntc ? x[0] : x[1], x[2], wh[1], d};
-    const int64_t oc = m.oc;
-    const std::vector<Dims> expected = {x,          {m.n},       {d, m.ic, 3 * oc}, wh,
-                                        {d, 3 * oc}, {d, 3 * oc}, {d, m.n, oc}};
+    const int64_t d = g.directions, B = kGruBlock;
+    if (wh.size() != 5 || wh[0] != d || wh[2] < 1 || wh[1] != (wh[2] + B - 1) / B || wh[3] != 3 ||
+        wh[4] != B)
+        throw GlueError("input 'wh' must be packed [D, ceil(OC/16), OC, 3, 16] with D = " +
+                        std::to_string(d) + " for direction " +
+                        (d == 2 ? "bidirectional" : "forward/reverse") +
+                        " (fusebridge.kernels.pack_gru_weights), got " + str(wh));
+    const GruDims m{g.ntc ? x[1] : x[0], g.ntc ? x[0] : x[1], x[2], wh[2], d};
+    const int64_t ocp = wh[1] * B;
+    const std::vector<Dims> expected = {x,           {m.n},    {d, wh[1], m.ic, 3, B}, wh,
+                                        {d, 3, ocp}, {d, ocp}, {d, m.n, m.oc}};
     for (size_t i = 1; i < in.size(); ++i)
         if (in[i] != expected[i])
             throw GlueError(std::string("input '") + kGruInputs[i] + "' must have shape " +
@@ -155,47 +163,15 @@ inline int64_t gru_length(double v, int64_t steps, int64_t index) {
     return int64_t(v);
 }
 
-// The kernel's packed weights (GRUWeights in fusebridge/kernels/gru_weights.py) from the
-// canonical ones: wx and wh in blocks of 16 hidden units [D, OCp/16, K, 3, 16];
-// bias_x [D, 3, OCp] = bias + the recurrent update/reset bias; bias_hc [D, OCp].
-struct PackedGru {
-    AlignedVector<float> wx, wh, bx, bhc;
-    GruWeightsView view() const { return {wx.data(), wh.data(), bx.data(), bhc.data()}; }
-};
-
-inline PackedGru pack_gru(const GruDims& m, const float* wx, const float* wh, const float* b,
-                          const float* bh) {
-    const int64_t D = m.d, IC = m.ic, OC = m.oc, G3 = 3 * OC;
-    const int64_t B = kGruBlock, OCp = (OC + B - 1) / B * B;
-    PackedGru p;
-    p.wx.resize(size_t(D * OCp * IC * 3));
-    pack_gru_blocks(wx, D, IC, OC, p.wx.data());
-    p.wh.resize(size_t(D * OCp * OC * 3));
-    pack_gru_blocks(wh, D, OC, OC, p.wh.data());
-    p.bx.assign(size_t(D * 3 * OCp), 0.0f);
-    p.bhc.assign(size_t(D * OCp), 0.0f);
-    for (int64_t d = 0; d < D; ++d)
-        for (int64_t gate = 0; gate < 3; ++gate)
-            for (int64_t u = 0; u < OC; ++u) {
-                const float bxv = b[d * G3 + gate * OC + u], bhv = bh[d * G3 + gate * OC + u];
-                // update and reset add their recurrent bias; the candidate's stays apart,
-                // inside r * (...) with linear_before_reset.
-                p.bx[size_t((d * 3 + gate) * OCp + u)] = gate < 2 ? bxv + bhv : bxv;
-                if (gate == 2) p.bhc[size_t(d * OCp + u)] = bhv;
-            }
-    return p;
+// The fused GRU over right-padded x with packed weights into y (x's layout, D*OC columns,
+// zero at padding): the process's primitive of these attributes and sizes, at the ISA set now.
+inline void gru_forward(const GruConfig& g, const GruDims& m, const std::vector<int64_t>& lens,
+                        const float* x, const GruWeightsView& w, const float* h0, float* y) {
+    const auto prim = primitive<GruPrimitive>(
+        GruDesc{g.ntc ? SeqLayout::ntc : SeqLayout::tnc, m.ic, m.oc, g.directions, g.reverse,
+                g.lbr, g.origin, g.act, g.gate, /*projection=*/true, current_isa()});
+    const GruPlan& plan = prim->plan(lens.data(), int64_t(lens.size()), m.t);
+    prim->forward(plan, x, w, h0, y, nullptr);
 }
 
 }  // namespace fusebridge::glue
-
-// The op library holds its own copy of the kernels' settings: fusebridge.kernels hands it its
-// thread count when the library loads and at every set_num_threads
-// (kernels_library.follow_thread_count), so the process has one count whatever OMP_NUM_THREADS
-// says (Paddle sets it to 1 when imported, for its own math library). Defined here, not inline:
-// each op library has one translation unit that includes this header.
-extern "C" __attribute__((visibility("default"))) void fusebridge_set_num_threads(int n) {
-    if (n >= 1 && n <= fusebridge::thread_cap()) fusebridge::set_num_threads(n);
-}
-extern "C" __attribute__((visibility("default"))) int fusebridge_num_threads() {
-    return fusebridge::max_threads();
-}

@@ -355,7 +355,9 @@ void GruPrimitive::project(const GruPlan& p, const float* const* xrow, const flo
     });
 }
 
-void pack_gru_blocks(const float* w, int64_t directions, int64_t k, int64_t oc, float* out) {
+namespace {
+// w [D, K, 3*OC] (canonical gate order) into [D, OCp/16, K, 3, 16], zero past OC.
+void pack_blocks(const float* w, int64_t directions, int64_t k, int64_t oc, float* out) {
     const int64_t B = kGruBlock, blocks = (oc + B - 1) / B, G3 = 3 * oc;
     std::fill(out, out + directions * blocks * k * 3 * B, 0.0f);
     for (int64_t d = 0; d < directions; ++d)
@@ -364,6 +366,39 @@ void pack_gru_blocks(const float* w, int64_t directions, int64_t k, int64_t oc, 
                 for (int64_t u = 0; u < oc; ++u)
                     out[(((d * blocks + u / B) * k + i) * 3 + gate) * B + u % B] =
                         w[(d * k + i) * G3 + gate * oc + u];
+}
+}  // namespace
+
+GruPackedSizes gru_packed_sizes(int64_t directions, int64_t ic, int64_t oc) {
+    const char* op = "pack_gru_weights";
+    if (directions != 1 && directions != 2) fail(op, "directions must be 1 or 2");
+    if (ic < 0 || oc < 1 || ic > INT32_MAX || oc > INT32_MAX)
+        fail(op, "the input size must lie in [0, 2**31) and the hidden size in [1, 2**31)");
+    const int64_t ocp = (oc + kGruBlock - 1) / kGruBlock * kGruBlock;
+    const int64_t gates = directions * 3 * ocp;
+    return {mul_size(gates, ic, op, "wx"), mul_size(gates, oc, op, "wh"), gates,
+            directions * ocp};
+}
+
+void pack_gru_weights(int64_t directions, int64_t ic, int64_t oc, const float* wx,
+                      const float* wh, const float* bias, const float* bias_h, float* out_wx,
+                      float* out_wh, float* out_bx, float* out_bhc) {
+    const GruPackedSizes size = gru_packed_sizes(directions, ic, oc);
+    const int64_t ocp = size.bhc / directions, G3 = 3 * oc;
+    if (wx != nullptr) pack_blocks(wx, directions, ic, oc, out_wx);
+    pack_blocks(wh, directions, oc, oc, out_wh);
+    std::fill(out_bx, out_bx + size.bx, 0.0f);
+    std::fill(out_bhc, out_bhc + size.bhc, 0.0f);
+    for (int64_t d = 0; d < directions; ++d)
+        for (int64_t gate = 0; gate < 3; ++gate)
+            for (int64_t u = 0; u < oc; ++u) {
+                const float b = bias ? bias[d * G3 + gate * oc + u] : 0.0f;
+                const float bh = bias_h ? bias_h[d * G3 + gate * oc + u] : 0.0f;
+                // Update and reset add their recurrent bias; the candidate's stays apart,
+                // inside r * (...) with linear_before_reset.
+                out_bx[(d * 3 + gate) * ocp + u] = gate < 2 ? b + bh : b;
+                if (gate == 2) out_bhc[d * ocp + u] = bh;
+            }
 }
 
 }  // namespace fusebridge

@@ -45,8 +45,20 @@ struct GruWeightsView {
     const float *wx, *wh, *bx, *bhc;
 };
 
-// w [D, K, 3*OC] (canonical gate order) into the blocked layout [D, OCp/16, K, 3, 16] above.
-void pack_gru_blocks(const float* w, int64_t directions, int64_t k, int64_t oc, float* out);
+// Elements of each packed array for D directions, input size IC (0: no projection) and hidden
+// size OC; checked (directions 1 or 2, sizes below 2**31, products within int64).
+struct GruPackedSizes {
+    int64_t wx, wh, bx, bhc;
+};
+GruPackedSizes gru_packed_sizes(int64_t directions, int64_t ic, int64_t oc);
+
+// The one writer of the packed layout (fusebridge.kernels.pack_gru_weights and the framework
+// glues call it): canonical weights, gate order update, reset, candidate, wx [D, IC, 3*OC]
+// (null without projection), wh [D, OC, 3*OC], bias and bias_h [D, 3*OC] (null: zeros), into
+// the four arrays of gru_packed_sizes (out_wx unused without projection).
+void pack_gru_weights(int64_t directions, int64_t ic, int64_t oc, const float* wx,
+                      const float* wh, const float* bias, const float* bias_h, float* out_wx,
+                      float* out_wh, float* out_bx, float* out_bhc);
 
 // The batch plan of one call: where each word's rows lie and which sentences each step works
 // on. Its vectors keep their capacity from call to call, so a thread that plans again

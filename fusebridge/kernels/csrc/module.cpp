@@ -8,6 +8,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -29,6 +30,7 @@
 #include "gru.hpp"
 #include "parallel.hpp"
 #include "philox.hpp"
+#include "primitive_cache.hpp"
 #include "runtime.hpp"
 
 namespace nb = nanobind;
@@ -158,6 +160,16 @@ static void bind_descriptor(nb::module_& m, const char* name) {
     });
 }
 
+// _C.primitive(desc): the primitive of `desc` from the process's cache (primitive_cache.hpp),
+// which the framework op libraries share; built (without the GIL) when missing.
+template <class Prim, class Desc>
+static void bind_cached(nb::module_& m) {
+    m.def("primitive", [](const Desc& desc) {
+        nb::gil_scoped_release release;
+        return std::const_pointer_cast<Prim>(primitive<Prim>(desc));
+    }, "desc"_a);
+}
+
 NB_MODULE(_C, m) {
     m.doc() = "fusebridge compiled kernels";
 
@@ -247,8 +259,7 @@ NB_MODULE(_C, m) {
              "dx"_a.noconvert());
 
     nb::class_<MatmulDropoutPrimitive>(m, "MatmulDropoutPrimitive")
-        .def(nb::init<const MatmulDropoutDesc&, std::vector<int64_t>, std::vector<int64_t>>(),
-             "desc"_a, "a_offsets"_a, "b_offsets"_a)
+        .def(nb::init<const MatmulDropoutDesc&>(), "desc"_a)
         .def_prop_ro("numel", &MatmulDropoutPrimitive::numel)
         .def_prop_ro("mask_bytes", &MatmulDropoutPrimitive::mask_bytes)
         .def_prop_ro("tile_rows", &MatmulDropoutPrimitive::tile_rows)
@@ -351,6 +362,48 @@ NB_MODULE(_C, m) {
              },
              "lens"_a, "steps"_a, "repeats"_a);
 
+    bind_cached<GruPrimitive, GruDesc>(m);
+    bind_cached<DropoutPrimitive, DropoutDesc>(m);
+    bind_cached<SoftmaxDropoutPrimitive, SoftmaxDropoutDesc>(m);
+    bind_cached<MatmulDropoutPrimitive, MatmulDropoutDesc>(m);
+    m.def("cache_stats", [] {
+        const CacheStats s = cache_stats();
+        nb::dict d;
+        d["capacity"] = s.capacity, d["size"] = s.size, d["hits"] = s.hits;
+        d["misses"] = s.misses, d["evictions"] = s.evictions;
+        return d;
+    });
+    m.def("set_cache_capacity", &set_cache_capacity, "capacity"_a);
+    m.def("clear_cache", &clear_cache);
+
+    // Canonical GRU weights into the kernel's packed layout (gru.hpp), into arrays the caller
+    // made (64-byte aligned: gru_weights.py).
+    m.def("pack_gru_weights",
+          [](int64_t directions, int64_t ic, int64_t oc, std::optional<Floats> wx, Floats wh,
+             Floats bias, Floats bias_h, std::optional<FloatsOut> out_wx, FloatsOut out_wh,
+             FloatsOut out_bx, FloatsOut out_bhc) {
+              const char* op = "pack_gru_weights";
+              if (bool(wx) != bool(out_wx) || bool(wx) != (ic > 0))
+                  fail(op, "wx and out_wx go together, with an input size > 0");
+              const GruPackedSizes size = gru_packed_sizes(directions, ic, oc);
+              const int64_t g3 = mul_size(directions, 3 * oc, op, "bias");
+              if (wx) require_size(op, "wx", wx->size(), mul_size(g3, ic, op, "wx"));
+              require_size(op, "wh", wh.size(), mul_size(g3, oc, op, "wh"));
+              require_size(op, "bias", bias.size(), g3);
+              require_size(op, "bias_h", bias_h.size(), g3);
+              if (out_wx) require_size(op, "out_wx", out_wx->size(), size.wx);
+              require_size(op, "out_wh", out_wh.size(), size.wh);
+              require_size(op, "out_bx", out_bx.size(), size.bx);
+              require_size(op, "out_bhc", out_bhc.size(), size.bhc);
+              nb::gil_scoped_release release;
+              pack_gru_weights(directions, ic, oc, wx ? wx->data() : nullptr, wh.data(),
+                               bias.data(), bias_h.data(), out_wx ? out_wx->data() : nullptr,
+                               out_wh.data(), out_bx.data(), out_bhc.data());
+          },
+          "directions"_a, "ic"_a, "oc"_a, "wx"_a.none(), "wh"_a, "bias"_a, "bias_h"_a,
+          "out_wx"_a.noconvert().none(), "out_wh"_a.noconvert(), "out_bx"_a.noconvert(),
+          "out_bhc"_a.noconvert());
+
     m.def("gru_activation",
           [](int isa, int act, Floats x, FloatsOut y) {
               require_size("gru_activation", "y", y.size(), int64_t(x.size()));
@@ -405,6 +458,9 @@ NB_MODULE(_C, m) {
           "a"_a, "b"_a, "c"_a.noconvert(), "alpha"_a, "beta"_a);
 
     m.def("best_isa", [] { return int(best_isa()); });
+    m.def("isa_limit", [] { return int(isa_limit()); });
+    m.def("current_isa", [] { return int(current_isa()); });
+    m.def("set_isa", [](int isa) { set_isa(Isa(enum_value("isa", isa, 2))); }, "isa"_a);
     m.def("isa_name", [](int isa) { return std::string(isa_name(Isa(enum_value("isa", isa, 2)))); });
     m.def("set_num_threads", &set_num_threads, "n"_a);
     m.def("max_threads", &max_threads);
@@ -438,6 +494,7 @@ NB_MODULE(_C, m) {
             return on_workers.load();
         },
         "parts"_a, "threads"_a, "throw_slot"_a, "kind"_a, "sleep_us"_a);
+    m.def("pool_workers", &pool_workers);  // the pool's threads started so far (tests)
     m.def("blas_threads", &blas_threads);
     m.def("blas_config", &blas_config);
 }

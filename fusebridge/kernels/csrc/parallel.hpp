@@ -78,7 +78,9 @@ void parallel_ranges(int64_t items, int threads, const F& fn) {
     });
 }
 
-// Worker threads started so far (each starts at the first job that wants it).
+// Worker threads started so far (each starts at the first job that wants it), each named
+// kWorkerName (at most 15 characters: Linux's limit).
 int pool_workers();
+inline constexpr const char* kWorkerName = "fusebridge-pool";
 
 }  // namespace fusebridge

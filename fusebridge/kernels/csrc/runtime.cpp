@@ -55,6 +55,53 @@ void set_num_threads(int n) {
 }
 
 int max_threads() { return g_threads.load(std::memory_order_relaxed); }
+
+namespace {
+struct IsaLimit {
+    Isa isa = best_isa();
+    std::string error;  // why $FUSEBRIDGE_ISA cannot be run, or empty
+};
+
+IsaLimit isa_limit_from_env() {
+    IsaLimit limit;
+    const char* want = std::getenv("FUSEBRIDGE_ISA");
+    if (want == nullptr) return limit;
+    std::string allowed;
+    for (int i = 0; i <= int(limit.isa); ++i) {
+        allowed += std::string(i ? ", " : "") + "'" + isa_name(Isa(i)) + "'";
+        if (want == std::string(isa_name(Isa(i)))) return {Isa(i), ""};
+    }
+    limit.error = "FUSEBRIDGE_ISA: expected one of (" + allowed + ") on this CPU, got '" +
+                  want + "'";
+    return limit;
+}
+
+const IsaLimit& isa_setting() {
+    static const IsaLimit limit = isa_limit_from_env();
+    return limit;
+}
+
+std::atomic<int> g_isa{-1};  // -1: isa_limit(), until set_isa
+}  // namespace
+
+Isa isa_limit() {
+    const IsaLimit& limit = isa_setting();
+    if (!limit.error.empty()) throw std::invalid_argument(limit.error);
+    return limit.isa;
+}
+
+Isa current_isa() {
+    const int isa = g_isa.load(std::memory_order_relaxed);
+    return isa < 0 ? isa_limit() : Isa(isa);
+}
+
+void set_isa(Isa isa) {
+    if (int(isa) < 0 || int(isa) > int(isa_limit()))
+        throw std::invalid_argument(std::string("set_isa: ") + isa_name(isa) +
+                                    " is beyond what this process may run (" +
+                                    isa_name(isa_limit()) + ")");
+    g_isa.store(int(isa));
+}
 int blas_threads() { return scipy_openblas_get_num_threads(); }
 std::string blas_config() { return scipy_openblas_get_config(); }
 

@@ -1,8 +1,11 @@
-// Process-wide settings of the compiled core: threads (the kernels' pool and OpenBLAS together)
-// and BLAS.
+// Process-wide settings of the compiled core: threads (the kernels' pool and OpenBLAS together),
+// the instruction set, and BLAS. They live in libfusebridge_kernels.so, which _C and the
+// framework op libraries all load: one setting for the whole process.
 #pragma once
 #include <cstdint>
 #include <string>
+
+#include "isa.hpp"
 
 namespace fusebridge {
 
@@ -12,6 +15,14 @@ void set_num_threads(int n);  // n in [1, thread_cap()]; OpenBLAS's pool stays a
 int max_threads();
 int thread_cap();  // the most threads set_num_threads accepts (why: runtime.cpp)
 int blas_threads();
+
+// The widest instruction set allowed: best_isa(), lowered by $FUSEBRIDGE_ISA (read once) when
+// set; a value that names no ISA this CPU runs throws std::invalid_argument at every call.
+Isa isa_limit();
+// The instruction set new primitives are built for (descriptors carry it): isa_limit() until
+// set_isa picks another within it.
+Isa current_isa();
+void set_isa(Isa isa);
 std::string blas_config();
 
 // C[m, n] = alpha * A[m, k] @ B[k, n] + beta * C, row-major, through OpenBLAS. The matrix is cut

@@ -15,6 +15,7 @@ from helpers.error_bounds import MXNET, ONNXRUNTIME, assert_within, padded_gru_b
 from helpers.graph_bounds import SESSION, output_bounds
 
 import fusebridge as fb
+from fusebridge import kernels
 from fusebridge.kernels import reference
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "mxnet"
@@ -437,9 +438,13 @@ def test_save_mxnet_writes_readable_files(tmp_path):
     from fusebridge.integrations.mxnet.params import read_params
 
     saved = read_params(params_path)
-    for layer in (0, 1):  # the canonical weights of each layer, as the model has them
-        want = model.graph.initializers[f"gru_tagger_gru0_rnn0/l{layer}/wh"].const_value.numpy()
-        np.testing.assert_array_equal(saved[f"gru_tagger_gru0_rnn0/l{layer}/wh"], want)
+    for layer in (0, 1):  # each layer's canonical weights, packed as its op reads them
+        inits = model.graph.initializers
+        raw = [inits[f"gru_tagger_gru0_rnn0/l{layer}/{k}"] for k in ("wx", "wh", "b", "bh")]
+        want = kernels.pack_gru_weights(*(v.const_value.numpy() for v in raw))
+        for name in ("wx", "wh", "bias_x", "bias_hc"):
+            got = saved[f"gru_tagger_gru0_rnn0/l{layer}/packed_{name}"]
+            np.testing.assert_array_equal(got, getattr(want, name))
     assert not any("_i2h_" in name for name in saved)  # MXNet's per-gate weights are gone
     # Any model is written, up to the first node with no MXNet form, which is named: here
     # torch's GRU, whose final state (Y_last) the graph uses.
@@ -461,7 +466,7 @@ def test_save_mxnet_writes_the_models_own_parameters_and_reads_no_file(tmp_path)
     names = {
         "embedding": "gru_tagger_embedding0_weight",
         "bias": "gru_tagger_dense0_bias",
-        "wh": "gru_tagger_gru0_rnn0/l1/wh",
+        "wh": "gru_tagger_gru0_rnn0/l1/wh",  # written packed
     }
     changed = {}
     for key, name in names.items():
@@ -480,10 +485,13 @@ def test_save_mxnet_writes_the_models_own_parameters_and_reads_no_file(tmp_path)
     saved = read_params(fb.save_mxnet(model, tmp_path / "fused")[1])
     np.testing.assert_array_equal(saved[names["embedding"]], changed["embedding"])
     np.testing.assert_array_equal(saved[names["bias"]], changed["bias"])
-    np.testing.assert_array_equal(saved[names["wh"]], changed["wh"])
+    raw = [inits[names["wh"].replace("/wh", f"/{k}")] for k in ("wx", "wh", "b", "bh")]
+    packed = kernels.pack_gru_weights(*(v.const_value.numpy() for v in raw))  # with changed wh
+    np.testing.assert_array_equal(saved[names["wh"].replace("/wh", "/packed_wh")], packed.wh)
     np.testing.assert_array_equal(saved[weight_t], changed["weight"].T)
-    for name, array in saved.items():  # every array written is an initializer, as it is
-        np.testing.assert_array_equal(array, inits[name].const_value.numpy(), err_msg=name)
+    for name, array in saved.items():  # every other array written is an initializer, as it is
+        if "/packed_" not in name:
+            np.testing.assert_array_equal(array, inits[name].const_value.numpy(), err_msg=name)
     assert not any(np.all(a == 7) for a in saved.values()) and "secret" not in saved
     # A parameter that a pass rewrote away is named, not taken from anywhere else.
     inits.pop(names["bias"])

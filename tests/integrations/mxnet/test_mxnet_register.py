@@ -147,6 +147,12 @@ def gru_inputs(rng, layout, d, t=6, n=4, ic=5, oc=20):
     return x, {k: v.astype(np.float32) for k, v in w.items()}
 
 
+def packed(w: dict) -> list[np.ndarray]:
+    """The GRU op's weight inputs: packed once by fusebridge.kernels.pack_gru_weights."""
+    p = kernels.pack_gru_weights(w["wx"], w["wh"], w["bias"], w["bias_h"])
+    return [np.array(a) for a in (p.wx, p.wh, p.bias_x, p.bias_hc)]
+
+
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
 @pytest.mark.parametrize("lbr", [False, True])
 @pytest.mark.parametrize("layout", ["tnc", "ntc"])
@@ -160,7 +166,7 @@ def test_fusion_gru_equals_kernels(direction, lbr, layout, with_h0):
         x, w["wx"], w["wh"], w["bias"], bias_h=w["bias_h"], h0=h0, seq_lens=lens,
         layout=layout, direction=direction, linear_before_reset=lbr,
     )  # fmt: skip
-    args = [x, lens.astype(np.float32), w["wx"], w["wh"], w["bias"], w["bias_h"]]
+    args = [x, lens.astype(np.float32), *packed(w)]
     args += [h0] if with_h0 else []
     y = mx.nd.fusebridge_fusion_gru(
         *map(nd, args), direction=direction, linear_before_reset=lbr, layout=layout,
@@ -177,7 +183,7 @@ def test_fusion_gru_attrs_and_seq_lens_types(lens_dtype):
     ref = kernels.fusion_gru(
         x, w["wx"], w["wh"], w["bias"], bias_h=w["bias_h"], seq_lens=lens, layout="tnc", **attrs
     )
-    args = [x, lens.astype(lens_dtype), w["wx"], w["wh"], w["bias"], w["bias_h"]]
+    args = [x, lens.astype(lens_dtype), *packed(w)]
     y = mx.nd.fusebridge_fusion_gru(*map(nd, args), **attrs)
     np.testing.assert_array_equal(y.asnumpy(), ref)  # the same kernels library, bit for bit
 
@@ -185,8 +191,8 @@ def test_fusion_gru_attrs_and_seq_lens_types(lens_dtype):
 def test_fusion_gru_in_bound_symbol():
     x, w = gru_inputs(np.random.default_rng(6), "tnc", 2)
     lens = np.array([6, 2, 0, 5], np.float32)
-    names = ["x", "seq_lens", "wx", "wh", "bias", "bias_h"]
-    values = [x, lens, w["wx"], w["wh"], w["bias"], w["bias_h"]]
+    names = ["x", "seq_lens", "wx", "wh", "bias_x", "bias_hc"]
+    values = [x, lens, *packed(w)]
     y = mx.sym.fusebridge_fusion_gru(*map(mx.sym.var, names), direction="bidirectional")
     ex = y.bind(mx.cpu(), dict(zip(names, map(nd, values))))
     out = ex.forward()[0].asnumpy()
@@ -245,16 +251,19 @@ def gru_call(args, **attrs):
 def test_fusion_gru_bad_input_raises():
     x, w = gru_inputs(np.random.default_rng(7), "tnc", 1, t=4, n=3, oc=6)
     lens = np.array([4, 2, 1], np.float32)
-    good = [x, lens, w["wx"], w["wh"], w["bias"], w["bias_h"]]
+    good = [x, lens, *packed(w)]
 
     def with_(i, value):
         return good[:i] + [value] + good[i + 1 :]
 
     cases = [
         (gru_call(good, direction="sideways"), "attr 'direction' must be one of"),
-        (gru_call(good, direction="bidirectional"), "input 'wh' must be [D, OC, 3*OC] with D = 2"),
-        (gru_call(with_(2, w["wx"][:, :2])), "input 'wx' must have shape [1, 5, 18]"),
-        (gru_call(with_(4, w["bias"][:, :4])), "input 'bias' must have shape [1, 18]"),
+        (
+            gru_call(good, direction="bidirectional"),
+            "input 'wh' must be packed [D, ceil(OC/16), OC, 3, 16] with D = 2",
+        ),
+        (gru_call(with_(2, good[2][:, :, :2])), "input 'wx' must have shape [1, 1, 5, 3, 16]"),
+        (gru_call(with_(4, good[4][:, :2])), "input 'bias_x' must have shape [1, 3, 16]"),
         (gru_call(with_(0, x[0])), "input 'x' must be 3-D [T, N, IC]"),
         (gru_call(with_(0, x.astype(np.float64))), "input 'x' must be float32"),
         (gru_call(with_(1, np.array([4, 5, 1], np.float32))), "got 5 at index 1"),
@@ -272,7 +281,7 @@ def test_fusion_gru_gradient_is_refused_only_when_computed():
     """A backward is registered (so that graphs which could differentiate the GRU build), and
     it raises when a gradient is computed, in autograd and in a bound symbol."""
     x, w = gru_inputs(np.random.default_rng(8), "tnc", 1, oc=6)
-    args = [x, np.array([6, 2, 0, 5], np.float32), w["wx"], w["wh"], w["bias"], w["bias_h"]]
+    args = [x, np.array([6, 2, 0, 5], np.float32), *packed(w)]
     arrays = list(map(nd, args))
     arrays[0].attach_grad()
     with mx.autograd.record():
@@ -280,7 +289,7 @@ def test_fusion_gru_gradient_is_refused_only_when_computed():
     assert y.shape == (6, 4, 6)
     text = error_text(lambda: (y.backward(), arrays[0].grad.asnumpy()))
     assert "fusebridge_fusion_gru has no backward yet" in text
-    names = ["x", "seq_lens", "wx", "wh", "bias", "bias_h"]
+    names = ["x", "seq_lens", "wx", "wh", "bias_x", "bias_hc"]
     sym = mx.sym.fusebridge_fusion_gru(*map(mx.sym.var, names))
     ex = sym.bind(mx.cpu(), dict(zip(names, arrays)), args_grad={"x": mx.nd.zeros(x.shape)})
     ex.forward(is_train=True)
@@ -299,14 +308,140 @@ def test_register_twice_returns_the_loaded_library(library, capfd):
     assert "building" not in capfd.readouterr().err
 
 
-def test_the_library_follows_the_kernels_thread_count(library, threads):
-    """The library's copy of the kernels has its own thread count: set_num_threads sets both."""
+# ---------------------------------------------------------------- one kernels runtime
+
+
+def _symbols(path: str, which: str) -> set[str]:
+    out = subprocess.run(["nm", "-D", which, path], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
+
+
+def test_the_op_library_loads_the_kernels_core_loaded(library):
+    """One libfusebridge_kernels.so in the process, the one beside _C; the op library defines
+    none of the symbols it exports (no kernel code of its own) and calls them there."""
+    from fusebridge.integrations.kernels_library import installed_kernels
+
+    maps = Path("/proc/self/maps").read_text().splitlines()
+    mapped = {line.split()[-1] for line in maps if line.endswith(".so") and "/" in line}
+    core_lib = str(installed_kernels().library.resolve())
+    assert {p for p in mapped if p.endswith("/libfusebridge_kernels.so")} == {core_lib}
+    exported = _symbols(core_lib, "--defined-only")
+    assert exported and not exported & _symbols(str(library), "--defined-only")
+    assert exported & _symbols(str(library), "--undefined-only")
+
+
+def test_set_isa_and_the_primitive_cache_reach_the_op_library():
+    """The op asks the process's one primitive cache (kernels.cache_stats counts its misses)
+    for a primitive of the ISA kernels.set_isa chose; its bits are fusebridge.kernels'."""
+    from fusebridge.kernels.primitive_cache import clear_cache
+
+    x, w = gru_inputs(np.random.default_rng(9), "tnc", 2, t=30, n=8, ic=32, oc=40)
+    lens = np.array([30, 3, 17, 0, 22, 30, 9, 12])
+    args = [x, lens.astype(np.float32), *packed(w)]
+    before_isa, capacity = kernels.isa(), kernels.cache_stats()["capacity"]
+    kernels.set_cache_capacity(64)
+    clear_cache()
+    try:
+        for k, isa in enumerate(kernels.available_isas(), start=1):
+            kernels.set_isa(isa)
+            got = gru_call(args, direction="bidirectional")()
+            assert kernels.cache_stats()["misses"] == k, isa
+            np.testing.assert_array_equal(gru_call(args, direction="bidirectional")(), got)
+            assert kernels.cache_stats()["misses"] == k, "the op built its primitive again"
+            want = kernels.fusion_gru(
+                x, w["wx"], w["wh"], w["bias"], bias_h=w["bias_h"], seq_lens=lens,
+                layout="tnc", direction="bidirectional",
+            )  # fmt: skip
+            np.testing.assert_array_equal(got, want)
+    finally:
+        kernels.set_isa(before_isa)
+        kernels.set_cache_capacity(capacity)
+
+
+def test_one_pool_whose_thread_count_set_num_threads_sets():
+    """In a fresh process: the kernels' pool workers (threads named fusebridge-pool) are those
+    of one pool, whether _C or the op library ran, and the op runs on as many threads as
+    kernels.set_num_threads says."""
+    proc = run_python(
+        """
+        from pathlib import Path
+        import numpy as np, mxnet as mx
+        from fusebridge import kernels
+        from fusebridge.kernels import core
+        from fusebridge.integrations.mxnet import register
+
+        def pool_threads():
+            names = []
+            for task in Path("/proc/self/task").iterdir():
+                try:
+                    names.append((task / "comm").read_text().strip())
+                except OSError:
+                    pass  # a thread that ended meanwhile
+            return names.count("fusebridge-pool")
+
+        register()
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((40, 12, 64)).astype(np.float32)
+        lens = rng.integers(1, 41, 12)
+        w = kernels.pack_gru_weights(rng.standard_normal((2, 64, 144)).astype(np.float32),
+                                     rng.standard_normal((2, 48, 144)).astype(np.float32))
+        arrays = [mx.nd.array(np.array(a), dtype=np.float32)
+                  for a in (x, lens, w.wx, w.wh, w.bias_x, w.bias_hc)]
+        seen = []
+        for n in (1, 2, 3):
+            kernels.set_num_threads(n)
+            mx.nd.fusebridge_fusion_gru(*arrays, direction="bidirectional").asnumpy()
+            seen.append((pool_threads(), core._C.pool_workers()))
+            kernels.fusion_gru(x, w, seq_lens=lens, layout="tnc", direction="bidirectional")
+            seen.append((pool_threads(), core._C.pool_workers()))
+        print(seen)
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    seen = eval(proc.stdout.strip().splitlines()[-1])
+    # One pool: after the op library's call with n threads and _C's, n - 1 workers in all.
+    assert seen == [(0, 0), (0, 0), (1, 1), (1, 1), (2, 2), (2, 2)]
+
+
+def test_weights_at_an_address_freed_and_taken_again_give_the_new_results():
+    """Nothing keyed by a weight's address or MXNet's version numbers survives a call: NDArrays
+    of the weights freed, and new ones of other values made at the very same addresses (and
+    with the same version numbers), give the new weights' results. The memory is ours (numpy
+    arrays the NDArrays share, from_numpy zero_copy), so the addresses are the same by
+    construction, not by MXNet's storage pool."""
     import ctypes
 
-    count = ctypes.CDLL(str(library)).fusebridge_num_threads
-    for n in (2, 1, 3):
-        threads(n)
-        assert count() == n
+    x, old = gru_inputs(np.random.default_rng(10), "tnc", 1)
+    _, new = gru_inputs(np.random.default_rng(11), "tnc", 1)
+    lens = np.array([6, 2, 0, 5])
+    memory = packed(old)
+
+    def run() -> tuple[np.ndarray, list[int]]:
+        weights = [mx.nd.from_numpy(m, zero_copy=True) for m in memory]
+        addresses = []
+        for a in weights:
+            ptr = ctypes.c_void_p()
+            mx.base._LIB.MXNDArrayGetData(a.handle, ctypes.byref(ptr))
+            addresses.append(ptr.value)
+        y = mx.nd.fusebridge_fusion_gru(nd(x), nd(lens.astype(np.float32)), *weights)
+        return y.asnumpy(), addresses
+
+    def want(w: dict) -> np.ndarray:
+        return kernels.fusion_gru(
+            x, w["wx"], w["wh"], w["bias"], bias_h=w["bias_h"], seq_lens=lens, layout="tnc"
+        )
+
+    got, addresses = run()
+    np.testing.assert_array_equal(got, want(old))
+    mx.nd.waitall()
+    for m, a in zip(memory, packed(new)):
+        m.setflags(write=True)  # from_numpy marks the array read-only while MXNet holds it
+        m[...] = a
+    got, again = run()
+    assert again == addresses
+    np.testing.assert_array_equal(got, want(new))
+    assert not np.array_equal(got, want(old))
 
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
@@ -358,39 +493,29 @@ def test_build_failure_raises_execution_error(tmp_path):
 
 
 def test_the_library_links_the_kernels_installed_beside_core(library, tmp_path):
-    """One native build: the MXNet library is the glue linked with the very kernels library
-    CMake compiled for _C (installed beside it); a changed kernels library means a rebuild."""
+    """One kernels runtime: the MXNet library is the glue linked with the very kernels library
+    _C loads (installed beside it); a changed kernels library means a rebuild."""
     from fusebridge.integrations.mxnet import op_library
     from fusebridge.kernels import core
 
     kernels = op_library.installed_kernels()
-    assert kernels.archive.parent == Path(core._C.__file__).resolve().parent / "lib"
+    assert kernels.library.parent == Path(core._C.__file__).resolve().parent / "lib"
     include, lib_api_cc = op_library._mxnet_files(mx)
 
-    def key(archive: Path) -> str:
-        return op_library._build_key(mx, lib_api_cc, include, replace(kernels, archive=archive))
+    def key(path: Path) -> str:
+        return op_library._build_key(mx, lib_api_cc, include, replace(kernels, library=path))
 
-    same, changed = tmp_path / "same" / kernels.archive.name, tmp_path / kernels.archive.name
-    same.parent.mkdir()
-    same.write_bytes(kernels.archive.read_bytes())
-    changed.write_bytes(kernels.archive.read_bytes() + b"\0")
-    assert key(same) == key(kernels.archive)  # the bytes count, not the path
-    assert key(changed) != key(kernels.archive)
-    assert (library.parent / "libfusebridge_mxnet.key").read_text().strip() == key(same)
+    changed = tmp_path / kernels.library.name
+    changed.write_bytes(kernels.library.read_bytes() + b"\0")
+    assert key(changed) != key(kernels.library)
+    assert (library.parent / "libfusebridge_mxnet.key").read_text().strip() == key(kernels.library)
 
 
 @pytest.mark.skipif(shutil.which("nm") is None, reason="needs binutils' nm")
-def test_the_library_holds_the_kernels_but_exports_only_lib_api(library):
-    def symbols(*flags: str) -> str:
-        return subprocess.run(
-            ["nm", "-C", "--defined-only", *flags, str(library)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-
-    assert "fusebridge::dropout_kernels_for" in symbols()  # linked in, from the archive
-    exported = symbols("-D")
+def test_the_library_exports_only_lib_api(library):
+    exported = subprocess.run(
+        ["nm", "-DC", "--defined-only", str(library)], capture_output=True, text=True, check=True
+    ).stdout
     assert "fusebridge::" not in exported
     assert " initialize" in exported
 
@@ -404,7 +529,7 @@ def test_a_missing_kernels_library_is_an_execution_error(tmp_path, monkeypatch):
     with pytest.raises(ExecutionError, match=r"lib/fusebridge_kernels\.json is missing"):
         op_library.installed_kernels()
     (tmp_path / "lib").mkdir()
-    manifest = {"library": "libgone.a", "compiler": "g++", "compile_flags": [], "link_flags": []}
+    manifest = {"library": "libgone.so", "compiler": "g++", "compile_flags": [], "link_flags": []}
     (tmp_path / "lib" / "fusebridge_kernels.json").write_text(json.dumps(manifest))
-    with pytest.raises(ExecutionError, match=r"lib/libgone\.a named by .* is missing"):
+    with pytest.raises(ExecutionError, match=r"lib/libgone\.so named by .* is missing"):
         op_library.installed_kernels()

@@ -42,6 +42,14 @@ def _key(seed: int, offset: int):
     return paddle.to_tensor(np.array([seed, offset], np.int64))
 
 
+def _packed(wx, wh, b, bh) -> list:
+    """The GRU op's weight inputs: packed once by fusebridge.kernels.pack_gru_weights."""
+    import paddle
+
+    w = kernels.pack_gru_weights(wx, wh, b, bh)
+    return [paddle.to_tensor(np.array(a)) for a in (w.wx, w.wh, w.bias_x, w.bias_hc)]
+
+
 DROPOUTS = [
     # shape, p, axes, mode, seed, offset
     ((3, 4, 5), 0.3, [], "upscale_in_train", 7, 0),
@@ -145,7 +153,7 @@ def test_fusion_gru_matches_the_reference(ops, direction, layout, lbr, origin, a
     h = rng.standard_normal((d, n, oc)).astype(np.float32) if h0 else None
     attrs = dict(direction=direction, layout=layout, linear_before_reset=lbr, origin_mode=origin)
     attrs |= dict(activation=act, gate_activation=gate)  # the op's attribute order
-    args = [paddle.to_tensor(a) for a in (x, lens, wx, wh, b, bh)]
+    args = [paddle.to_tensor(x), paddle.to_tensor(lens), *_packed(wx, wh, b, bh)]
     h0_arg = None if h is None else paddle.to_tensor(h)
     y = ops.fusebridge_fusion_gru(*args, h0_arg, *attrs.values())
     want, _ = reference.gru(x, wx, wh, b, bias_h=bh, h0=h, seq_lens=lens, **attrs)
@@ -160,7 +168,9 @@ def test_fusion_gru_matches_the_reference(ops, direction, layout, lbr, origin, a
 def _gru_inputs(**changes):
     import paddle
 
-    shapes = dict(x=(3, 2, 4), lens=(2,), wx=(1, 4, 15), wh=(1, 5, 15), b=(1, 15), bh=(1, 15))
+    # Packed weights for IC 4, OC 5 (OCp 16).
+    shapes = dict(x=(3, 2, 4), lens=(2,), wx=(1, 1, 4, 3, 16), wh=(1, 1, 5, 3, 16))
+    shapes |= dict(bias_x=(1, 3, 16), bias_hc=(1, 16))
     shapes |= changes
     arrays = [np.zeros(s, np.int64 if k == "lens" else np.float32) for k, s in shapes.items()]
     return [paddle.to_tensor(a) for a in arrays]
@@ -194,9 +204,15 @@ def _gru_inputs(**changes):
         ),
         (
             lambda ops, x, k: ops.fusebridge_fusion_gru(
-                *_gru_inputs(wh=(1, 5, 14)), None, "forward", "tnc", False, True, "tanh", "sigmoid"
+                *_gru_inputs(wh=(1, 5, 15)), None, "forward", "tnc", False, True, "tanh", "sigmoid"
             ),
-            r"fusebridge_fusion_gru: input 'wh' must be \[D, OC, 3\*OC\]",
+            r"fusebridge_fusion_gru: input 'wh' must be packed \[D, ceil\(OC/16\), OC, 3, 16\]",
+        ),
+        (
+            lambda ops, x, k: ops.fusebridge_fusion_gru(
+                *_gru_inputs(bias_x=(1, 15)), None, "forward", "tnc", False, True, "tanh", "sigmoid"
+            ),
+            r"fusebridge_fusion_gru: input 'bias_x' must have shape \[1, 3, 16\]",
         ),
         (
             lambda ops, x, k: ops.fusebridge_fusion_gru(
@@ -228,19 +244,6 @@ def test_register_is_once_per_process(ops, tmp_path):
 
     assert op_library.register(tmp_path / "elsewhere") is ops
     assert not (tmp_path / "elsewhere").exists()
-
-
-def test_the_library_follows_the_kernels_thread_count(ops, threads):
-    """The library's copy of the kernels has its own thread count, which Paddle's import would
-    leave at 1 (it sets OMP_NUM_THREADS=1): set_num_threads sets both."""
-    import ctypes
-
-    maps = Path("/proc/self/maps").read_text().splitlines()
-    so = next(line.split()[-1] for line in maps if "fusebridge_paddle_ops.so" in line)
-    library = ctypes.CDLL(so)
-    for n in (2, 1, 3):
-        threads(n)
-        assert library.fusebridge_num_threads() == n
 
 
 @pytest.mark.parametrize(
@@ -317,7 +320,9 @@ def test_a_saved_program_with_our_ops_runs_in_paddle_inference(ops, tmp_path):
             xv = paddle.static.data("x", [-1, -1, ic], "float32")
             lv = paddle.static.data("lens", [-1], "int64")
             kv = paddle.static.data("key", [2], "int64")
-            weights = [paddle.assign(a) for a in (wx, wh, b, b)]
+            packed = kernels.pack_gru_weights(wx, wh, b, b)
+            weights = [paddle.assign(np.array(a)) for a in (packed.wx, packed.wh)]
+            weights += [paddle.assign(np.array(a)) for a in (packed.bias_x, packed.bias_hc)]
             y = ops.fusebridge_fusion_gru(
                 xv, lv, *weights, None, "bidirectional", "tnc", True, True, "tanh", "sigmoid"
             )
@@ -399,3 +404,159 @@ def test_matmul_shapes_that_do_not_chain_are_named(ops):
         ops.fusebridge_matmul_dropout(
             a, b, _key(1, 0), 0.5, "upscale_in_train", False, False, False, True
         )
+
+
+# ---------------------------------------------------------------- one kernels runtime
+
+
+def _gru_case(seed: int) -> tuple[list[np.ndarray], dict[str, object]]:
+    """Inputs (x, lens, wx, wh, b, bh) of a bidirectional GRU big enough to use several
+    threads, and the op's attributes."""
+    rng = np.random.default_rng(seed)
+    t, n, ic, oc = 40, 12, 64, 48
+    arrays = [rng.standard_normal((t, n, ic)).astype(np.float32), rng.integers(1, t + 1, n)]
+    arrays += [(rng.standard_normal((2, k, 3 * oc)) * 0.2).astype(np.float32) for k in (ic, oc)]
+    arrays += list((rng.standard_normal((2, 2, 3 * oc)) * 0.1).astype(np.float32))
+    attrs = dict(direction="bidirectional", layout="tnc", linear_before_reset=True)
+    attrs |= dict(origin_mode=True, activation="tanh", gate_activation="sigmoid")
+    return arrays, attrs
+
+
+def _run_gru_op(ops, arrays, attrs, packed=None):
+    import paddle
+
+    x, lens, wx, wh, b, bh = arrays
+    weights = packed if packed is not None else _packed(wx, wh, b, bh)
+    args = [paddle.to_tensor(x), paddle.to_tensor(lens), *weights]
+    return ops.fusebridge_fusion_gru(*args, None, *attrs.values()).numpy()
+
+
+def _kernels_gru(arrays, attrs):
+    x, lens, wx, wh, b, bh = arrays
+    return kernels.fusion_gru(x, wx, wh, b, bias_h=bh, seq_lens=lens, **attrs)
+
+
+def test_the_op_library_loads_the_kernels_core_loaded(ops):
+    """One libfusebridge_kernels.so in the process, the one beside _C; the op library holds
+    no kernel code of its own (it defines none of the symbols that library exports: it
+    calls them there) and needs it."""
+    import subprocess
+
+    from fusebridge.integrations.kernels_library import installed_kernels
+
+    def symbols(path: str, which: str) -> set[str]:
+        out = subprocess.run(["nm", "-D", which, path], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
+
+    maps = Path("/proc/self/maps").read_text().splitlines()
+    mapped = {line.split()[-1] for line in maps if line.endswith(".so") and "/" in line}
+    core_lib = str(installed_kernels().library.resolve())
+    assert {p for p in mapped if p.endswith("/libfusebridge_kernels.so")} == {core_lib}
+    (glue,) = [p for p in mapped if p.endswith("/fusebridge_paddle_ops.so")]
+    exported = symbols(core_lib, "--defined-only")
+    assert exported and not exported & symbols(glue, "--defined-only")
+    assert exported & symbols(glue, "--undefined-only")
+
+
+def test_set_isa_and_the_primitive_cache_reach_the_op_library(ops):
+    """The op asks the process's one primitive cache (its misses and hits are the ones
+    kernels.cache_stats counts) for a primitive of the ISA kernels.set_isa chose: each ISA is
+    one more miss, then hits, and the op's bits are fusebridge.kernels' on that ISA."""
+    from fusebridge.kernels.primitive_cache import clear_cache
+
+    arrays, attrs = _gru_case(1)
+    before_isa, capacity = kernels.isa(), kernels.cache_stats()["capacity"]
+    kernels.set_cache_capacity(64)
+    clear_cache()
+    try:
+        for k, isa in enumerate(kernels.available_isas(), start=1):
+            kernels.set_isa(isa)
+            got = _run_gru_op(ops, arrays, attrs)
+            assert kernels.cache_stats()["misses"] == k, isa
+            again = _run_gru_op(ops, arrays, attrs)
+            assert kernels.cache_stats()["misses"] == k, "the op built its primitive again"
+            np.testing.assert_array_equal(again, got)
+            np.testing.assert_array_equal(got, _kernels_gru(arrays, attrs))  # a hit, same ISA
+    finally:
+        kernels.set_isa(before_isa)
+        kernels.set_cache_capacity(capacity)
+
+
+def test_one_pool_whose_thread_count_set_num_threads_sets(ops, tmp_path):
+    """In a fresh process: the kernels' pool workers (threads named fusebridge-pool) are those
+    of one pool, whether _C or the op library ran, and the op library runs on as many threads
+    as kernels.set_num_threads says (Paddle's import sets OMP_NUM_THREADS=1)."""
+    from helpers.python_under_test import run_python
+
+    library_dir = Path(ops.__file__).resolve().parents[1]
+    code = f"""
+        from pathlib import Path
+        import numpy as np, paddle
+        from fusebridge import kernels
+        from fusebridge.kernels import core
+        from fusebridge.integrations.paddle import op_library
+
+        def pool_threads():
+            names = []
+            for task in Path("/proc/self/task").iterdir():
+                try:
+                    names.append((task / "comm").read_text().strip())
+                except OSError:
+                    pass  # a thread that ended meanwhile
+            return names.count("fusebridge-pool")
+
+        ops = op_library.register({str(library_dir)!r})
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((40, 12, 64)).astype(np.float32)
+        lens = rng.integers(1, 41, 12)
+        w = kernels.pack_gru_weights(rng.standard_normal((2, 64, 144)).astype(np.float32),
+                                     rng.standard_normal((2, 48, 144)).astype(np.float32))
+        args = [paddle.to_tensor(np.array(a)) for a in (x, lens, w.wx, w.wh, w.bias_x, w.bias_hc)]
+        attrs = ("bidirectional", "tnc", True, True, "tanh", "sigmoid")
+        seen = []
+        for n in (1, 2, 3):
+            kernels.set_num_threads(n)
+            ops.fusebridge_fusion_gru(*args, None, *attrs)
+            seen.append((pool_threads(), core._C.pool_workers()))
+            kernels.fusion_gru(x, w, seq_lens=lens, layout="tnc", direction="bidirectional",
+                               linear_before_reset=True)
+            seen.append((pool_threads(), core._C.pool_workers()))
+        print(seen)
+    """
+    done = run_python(code, timeout=300)
+    assert done.returncode == 0, done.stderr
+    seen = eval(done.stdout.strip().splitlines()[-1])
+    # One pool: after the op library's call with n threads and _C's, n - 1 workers in all.
+    assert seen == [(0, 0), (0, 0), (1, 1), (1, 1), (2, 2), (2, 2)]
+
+
+def test_weights_at_an_address_freed_and_taken_again_give_the_new_results(ops):
+    """Nothing keyed by a weight's address survives a call: Paddle tensors of the weights
+    freed, and new tensors of other values made at the very same addresses, give the new
+    weights' results. The memory is ours (numpy arrays the tensors view through DLPack), so
+    the addresses are the same by construction, not by the allocator's choice."""
+    import paddle
+
+    first, attrs = _gru_case(2)
+    second, _ = _gru_case(3)
+    old, new = (kernels.pack_gru_weights(*case[2:]) for case in (first, second))
+    names = ("wx", "wh", "bias_x", "bias_hc")
+    memory = [np.array(getattr(old, name)) for name in names]
+
+    def viewed() -> list:
+        return [paddle.utils.dlpack.from_dlpack(m) for m in memory]
+
+    tensors = viewed()
+    addresses = [t.data_ptr() for t in tensors]
+    np.testing.assert_array_equal(
+        _run_gru_op(ops, first, attrs, tensors), _kernels_gru(first, attrs)
+    )
+    del tensors
+    for m, name in zip(memory, names):
+        m[...] = getattr(new, name)
+    tensors = viewed()
+    assert [t.data_ptr() for t in tensors] == addresses
+    got = _run_gru_op(ops, second, attrs, tensors)
+    np.testing.assert_array_equal(got, _kernels_gru(second, attrs))
+    assert not np.array_equal(got, _kernels_gru(first, attrs))

@@ -1,19 +1,21 @@
 // fusebridge's kernels as native MXNet 1.9 operators, through the custom-library interface of
 // lib_api.h (MX_LIBRARY_VERSION 11). op_library.py compiles this file together with the wheel's
-// src/lib_api.cc and the kernel sources of fusebridge/kernels/csrc into one shared library that
-// mx.library.load() registers.
+// src/lib_api.cc into one shared library, linked with the kernels library that
+// fusebridge.kernels._C loads (one thread pool, ISA setting and primitive cache for the
+// process), which mx.library.load() registers.
 //
 //   fusebridge_dropout(x; p, seed, offset, axes, mode, is_test) -> (y, mask)
 //     x float32 of any shape; mask uint8 [ceil(mask elements / 8)], bit i of the mask shape
 //     (x's shape with 1 on `axes`) in byte i / 8, LSB first: the bits of
 //     fusebridge.kernels.dropout for the same seed and offset (docs/dropout.md).
 //     Backward (MXNet's _backward_fusebridge_dropout): dx = dy * keep * scale from the mask.
-//   fusebridge_fusion_gru(x, seq_lens, wx, wh, bias, bias_h[, h0]; direction, layout,
+//   fusebridge_fusion_gru(x, seq_lens, wx, wh, bias_x, bias_hc[, h0]; direction, layout,
 //                         linear_before_reset, origin_mode, activation, gate_activation,
 //                         has_h0) -> y
-//     fusebridge.kernels.fusion_gru over right-padded input. Weights are canonical (gate
-//     order update, reset, candidate): wx [D, IC, 3*OC], wh [D, OC, 3*OC], bias and bias_h
-//     [D, 3*OC]; h0 [D, N, OC]. x [T, N, IC] (tnc) or [N, T, IC] (ntc), y with D*OC columns
+//     fusebridge.kernels.fusion_gru over right-padded input. The weights are packed once, by
+//     fusebridge.kernels.pack_gru_weights (save_mxnet writes them so): wx [D, OCp/16, IC, 3,
+//     16], wh [D, OCp/16, OC, 3, 16], bias_x [D, 3, OCp], bias_hc [D, OCp] (OCp: OC rounded
+//     up to 16); h0 [D, N, OC]. x [T, N, IC] (tnc) or [N, T, IC] (ntc), y with D*OC columns
 //     in x's layout, zero at padding. Its backward is registered but refuses to run: see
 //     gru_backward.
 //
@@ -41,7 +43,7 @@
 #include "glue.hpp"
 #include "gru.hpp"
 #include "mxnet/lib_api.h"
-#include "runtime.hpp"
+#include "primitive_cache.hpp"
 
 namespace fb = fusebridge;
 namespace glue = fusebridge::glue;
@@ -60,11 +62,6 @@ using glue::str;
 
 constexpr const char* kDropout = "fusebridge_dropout";
 constexpr const char* kGru = "fusebridge_fusion_gru";
-// Same as fusebridge.kernels.dropout: outputs this large use non-temporal stores. It changes
-// how y is written, never what.
-constexpr int64_t kStreamMinBytes = int64_t(8) << 20;
-
-fb::Isa g_isa = fb::Isa::scalar;  // set once by initialize()
 
 // A bad attribute, shape, type or value; the message does not repeat the op name.
 struct OpError : std::runtime_error {
@@ -299,12 +296,10 @@ DropoutParams dropout_params(const Attrs& attrs) {
     return d;
 }
 
-fb::DropoutPrimitive dropout_primitive(const DropoutParams& d, const Dims& shape) {
-    const Dims start(shape.size(), 0);
-    return fb::DropoutPrimitive(fb::DropoutDesc{shape, shape, start,
-                                                glue::dropout_mask_shape(shape, d.axes),
-                                                fb::DType::f32, d.p, d.mode, !d.is_test, g_isa,
-                                                kStreamMinBytes});
+std::shared_ptr<const fb::DropoutPrimitive> dropout_primitive(const DropoutParams& d,
+                                                              const Dims& shape) {
+    return fb::primitive<fb::DropoutPrimitive>(
+        glue::dropout_desc(shape, d.p, d.mode, d.is_test, d.axes));
 }
 
 MXReturnValue dropout_parse(const Attrs& attrs, int* num_in, int* num_out) {
@@ -345,13 +340,13 @@ MXReturnValue dropout_forward(const Attrs& attrs, std::vector<MXTensor>* in,
         if (x.dtype != mxnet::ext::kFloat32 || y.dtype != mxnet::ext::kFloat32 ||
             mask.dtype != mxnet::ext::kUint8)
             throw OpError("expects x and y float32 and the mask uint8");
-        const fb::DropoutPrimitive prim = dropout_primitive(d, x.shape);
-        if (y.shape != x.shape || mask.size() != prim.mask_bytes())
+        const auto prim = dropout_primitive(d, x.shape);
+        if (y.shape != x.shape || mask.size() != prim->mask_bytes())
             throw OpError("output shapes differ from the inferred ones");
         // The kernel writes every mask bit but leaves the unused high bits of the last byte;
         // MXNet's buffer is uninitialised, and docs/dropout.md wants them zero.
-        if (prim.mask_bytes() > 0) mask.data<uint8_t>()[prim.mask_bytes() - 1] = 0;
-        prim.forward(x.data_ptr, y.data_ptr, mask.data<uint8_t>(), d.seed, d.offset);
+        if (prim->mask_bytes() > 0) mask.data<uint8_t>()[prim->mask_bytes() - 1] = 0;
+        prim->forward(x.data_ptr, y.data_ptr, mask.data<uint8_t>(), d.seed, d.offset);
     });
 }
 
@@ -369,10 +364,10 @@ MXReturnValue dropout_backward(const Attrs& attrs, std::vector<MXTensor>* in,
         if (dy.dtype != mxnet::ext::kFloat32 || dx.dtype != mxnet::ext::kFloat32 ||
             mask.dtype != mxnet::ext::kUint8)
             throw OpError("backward expects dy and dx float32 and the mask uint8");
-        const fb::DropoutPrimitive prim = dropout_primitive(d, dy.shape);
-        if (dx.shape != dy.shape || mask.size() != prim.mask_bytes())
+        const auto prim = dropout_primitive(d, dy.shape);
+        if (dx.shape != dy.shape || mask.size() != prim->mask_bytes())
             throw OpError("backward: dy, dx and mask sizes disagree");
-        prim.apply_mask(dy.data_ptr, dx.data_ptr, mask.data<uint8_t>());
+        prim->apply_mask(dy.data_ptr, dx.data_ptr, mask.data<uint8_t>());
     });
 }
 
@@ -481,14 +476,10 @@ MXReturnValue gru_forward(const Attrs& attrs, std::vector<MXTensor>* in,
             throw OpError("output 'y' must be float32 " + str(y_shape) + ", got " + str(y.shape));
 
         const std::vector<int64_t> lens = read_lens((*in)[1], m.t);
-        const glue::PackedGru w = glue::pack_gru(m, (*in)[2].data<float>(), (*in)[3].data<float>(),
-                                 (*in)[4].data<float>(), (*in)[5].data<float>());
-        const fb::GruPrimitive prim(fb::GruDesc{
-            g.ntc ? fb::SeqLayout::ntc : fb::SeqLayout::tnc, m.ic, m.oc, g.directions,
-            g.reverse, g.lbr, g.origin, g.act, g.gate, /*projection=*/true, g_isa});
-        const fb::GruPlan& plan = prim.plan(lens.data(), int64_t(lens.size()), m.t);
-        prim.forward(plan, (*in)[0].data<float>(), w.view(),
-                     g.has_h0 ? (*in)[6].data<float>() : nullptr, y.data<float>(), nullptr);
+        glue::gru_forward(g, m, lens, (*in)[0].data<float>(),
+                          {(*in)[2].data<float>(), (*in)[3].data<float>(), (*in)[4].data<float>(),
+                           (*in)[5].data<float>()},
+                          g.has_h0 ? (*in)[6].data<float>() : nullptr, y.data<float>());
     });
 }
 
@@ -522,22 +513,13 @@ REGISTER_OP(fusebridge_fusion_gru)
     .setForward(gru_forward, "cpu")
     .setBackward(gru_backward, "cpu");
 
-// Called by mx.library.load: picks the instruction set (FUSEBRIDGE_ISA may lower it, as for
-// fusebridge.kernels) and parks OpenBLAS's own thread pool at one thread, as
-// fusebridge.kernels does: GEMMs run as row slices on the kernels' pool instead.
+// Called by mx.library.load. The threads, the instruction set and OpenBLAS's pool are the
+// kernels runtime's, which fusebridge.kernels set up when it loaded the same library.
 MXReturnValue initialize(int version) {
     if (version < 10900) {
         clear_messages();
         MX_ERROR_MSG << "fusebridge: the op library needs MXNet >= 1.9, got version " << version;
         return MX_FAIL;
     }
-    try {
-        g_isa = glue::isa_from_env();
-    } catch (const glue::GlueError& e) {
-        clear_messages();
-        MX_ERROR_MSG << e.what();
-        return MX_FAIL;
-    }
-    fb::set_num_threads(fb::max_threads());
     return MX_SUCCESS;
 }

@@ -1,6 +1,6 @@
 """save_mxnet's emitters of fusebridge's ops: FusionGRU as our MXNet op fusebridge_fusion_gru (its
-lengths as they are: the op checks them), Dropout as fusebridge_dropout, or as MXNet's own
-Dropout for a training dropout without a seed."""
+lengths as they are: the op checks them; its weights packed as parameters), Dropout as
+fusebridge_dropout, or as MXNet's own Dropout for a training dropout without a seed."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import conventions, ops
+from fusebridge import conventions, kernels, ops
 from fusebridge.integrations.mxnet import shape_codes as sc
 from fusebridge.integrations.mxnet.emitters.common import (
     WRITERS,
@@ -43,17 +43,17 @@ def _fusion_gru(w: Writer, node: ir.Node) -> None:
         raise Refused("its Y_last output is used; fusebridge_fusion_gru returns Y only")
     x, lengths, wx, wh, bias, bias_h, h0 = node_inputs(node, 7)
     d = 2 if attrs["direction"] == "bidirectional" else 1
-    recurrent = w.constant(wh)
-    hidden = recurrent.shape[1] if recurrent is not None and recurrent.ndim == 3 else None
+    weights = [w.constant(v) for v in (wx, wh, bias, bias_h)]
+    missing = [name for name, v, a in zip(("Wx", "Wh", "B", "B_h"), (wx, wh, bias, bias_h),
+                                          weights) if v is not None and a is None]  # fmt: skip
+    if missing:
+        raise Refused(f"its weights {missing} are not constants (they are written packed)")
+    # Packed here, once: the op reads the kernel's layout, so no run packs them again.
+    packed = kernels.pack_gru_weights(*weights)
+    hidden = packed.hidden_size
     inputs = [w.entry(x), _lengths(w, node, x, lengths, attrs["layout"])]
-    inputs += [w.entry(wx), w.entry(wh)]
-    for value, name in ((bias, "bias"), (bias_h, "bias_h")):
-        if value is None:
-            if hidden is None:
-                raise Refused(f"{name} is left out and Wh is not a constant of rank 3")
-            inputs.append(w.param(f"{node.name}/{name}", np.zeros((d, 3 * hidden), np.float32)))
-        else:
-            inputs.append(w.entry(value))
+    for name in ("wx", "wh", "bias_x", "bias_hc"):
+        inputs.append(w.param(f"{node.name}/packed_{name}", np.array(getattr(packed, name))))
     if h0 is not None:
         inputs.append(w.entry(h0))
     mx_attrs = {
@@ -65,9 +65,7 @@ def _fusion_gru(w: Writer, node: ir.Node) -> None:
         "gate_activation": attrs["gate_activation"],
         "has_h0": h0 is not None,
     }
-    shape = None
-    if hidden is not None:
-        shape = (*sc.slice_shape(w.shape(x), x, 0, 2), sc.Lit(d * hidden))
+    shape = (*sc.slice_shape(w.shape(x), x, 0, 2), sc.Lit(d * hidden))
     w.define(w.emit("fusebridge_fusion_gru", inputs, mx_attrs), shape)
 
 

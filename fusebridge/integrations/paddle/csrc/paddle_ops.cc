@@ -1,7 +1,7 @@
 // fusebridge's kernels as Paddle custom operators (paddle/extension.h: PD_BUILD_OP), built by
 // op_library.py with paddle.utils.cpp_extension from this file alone, linked with the kernels
-// library CMake compiled for fusebridge.kernels._C. They run in dygraph, in static programs and
-// in Paddle Inference.
+// library fusebridge.kernels._C loads (one thread pool, ISA setting and primitive cache for the
+// process). They run in dygraph, in static programs and in Paddle Inference.
 //
 //   fusebridge_dropout(X, Key; p, mode, is_test, axes, save_mask) -> (Out, Mask)
 //     X float32 of any shape; Key int64 [2] = (seed, offset) as uint64 bits: the bits of
@@ -19,12 +19,15 @@
 //     each output tile is in cache; bit-identical to the matmul then fusebridge_dropout. Grad:
 //     dZ = Out@GRAD * keep * scale (Mask, or Key with save_mask false), then Paddle's own
 //     matmul for A@GRAD and B@GRAD, summed over broadcast batch dimensions.
-//   fusebridge_fusion_gru(X, SeqLens, Wx, Wh, Bias, BiasH[, H0]; direction, layout,
+//   fusebridge_fusion_gru(X, SeqLens, Wx, Wh, BiasX, BiasHc[, H0]; direction, layout,
 //                         linear_before_reset, origin_mode, activation, gate_activation) -> Y
-//     fusebridge.kernels.fusion_gru over right-padded input, forward only. Weights are
-//     canonical (gates update, reset, candidate): Wx [D, IC, 3*OC], Wh [D, OC, 3*OC], Bias and
-//     BiasH [D, 3*OC], H0 [D, N, OC]; X [T, N, IC] (tnc) or [N, T, IC] (ntc); SeqLens int32 or
-//     int64 [N]. Y has D*OC columns in X's layout, zero at padding.
+//     fusebridge.kernels.fusion_gru over right-padded input, forward only. The weights are
+//     packed once, by fusebridge.kernels.pack_gru_weights (save_paddle writes them so, as
+//     parameters): Wx [D, OCp/16, IC, 3, 16], Wh [D, OCp/16, OC, 3, 16], BiasX [D, 3, OCp],
+//     BiasHc [D, OCp] (OCp: OC rounded up to 16); H0 [D, N, OC]; X [T, N, IC] (tnc) or
+//     [N, T, IC] (ntc); SeqLens int32 or int64 [N]. Y has D*OC columns in X's layout, zero at
+//     padding. No call packs weights or builds a primitive that an earlier call built: the
+//     weights are the inputs, and primitives come from the process's cache.
 //
 // Errors are Paddle errors (PD_THROW) naming the op and the input or attribute.
 
@@ -40,8 +43,8 @@
 #include "fused_dropout.hpp"
 #include "glue.hpp"
 #include "gru.hpp"
-#include "isa.hpp"
 #include "paddle/extension.h"
+#include "primitive_cache.hpp"
 #include "runtime.hpp"
 
 namespace fb = fusebridge;
@@ -54,28 +57,6 @@ constexpr const char* kDropout = "fusebridge_dropout";
 constexpr const char* kSoftmax = "fusebridge_softmax_dropout";
 constexpr const char* kMatmul = "fusebridge_matmul_dropout";
 constexpr const char* kGru = "fusebridge_fusion_gru";
-// Same as fusebridge.kernels.dropout: outputs this large use non-temporal stores. It changes
-// how y is written, never what.
-constexpr int64_t kStreamMinBytes = int64_t(8) << 20;
-
-// The instruction set (FUSEBRIDGE_ISA may lower it, as for fusebridge.kernels) and the thread
-// count, set once: OpenBLAS's pool parks at one thread, GEMMs run on the kernels' pool.
-fb::Isa isa() {
-    static std::once_flag once;
-    static fb::Isa chosen = fb::Isa::scalar;
-    static std::string error;
-    std::call_once(once, [] {
-        try {
-            chosen = glue::isa_from_env();
-        } catch (const glue::GlueError& e) {
-            error = e.what();
-        }
-        fb::set_num_threads(fb::max_threads());
-    });
-    if (!error.empty()) PD_THROW(error);
-    return chosen;
-}
-
 // Runs `body`, re-raising a C++ exception (a GlueError, a kernel's check, or one a part of a
 // kernel threw on a pool thread, carried to this one) as a Paddle error that names the op.
 template <typename F>
@@ -119,12 +100,12 @@ float probability(float p) {
 
 Dims axes_of(const std::vector<int>& axes) { return Dims(axes.begin(), axes.end()); }
 
-fb::DropoutPrimitive dropout_primitive(const Dims& shape, float p, const std::string& mode,
-                                       bool is_test, const std::vector<int>& axes) {
-    const Dims start(shape.size(), 0);
-    return fb::DropoutPrimitive(fb::DropoutDesc{
-        shape, shape, start, glue::dropout_mask_shape(shape, axes_of(axes)), fb::DType::f32,
-        probability(p), dropout_mode(mode), !is_test, isa(), kStreamMinBytes});
+using DropoutPrimitive = std::shared_ptr<const fb::DropoutPrimitive>;
+
+DropoutPrimitive dropout_primitive(const Dims& shape, float p, const std::string& mode,
+                                   bool is_test, const std::vector<int>& axes) {
+    return fb::primitive<fb::DropoutPrimitive>(
+        glue::dropout_desc(shape, probability(p), dropout_mode(mode), is_test, axes_of(axes)));
 }
 
 // (seed, offset) from Key int64 [2].
@@ -179,10 +160,10 @@ std::vector<paddle::Tensor> dropout_forward(const paddle::Tensor& x, const paddl
     return guarded(kDropout, [&] {
         require_cpu_float(x, kDropout, "X");
         const auto [seed, offset] = key_of(key, kDropout);
-        const fb::DropoutPrimitive prim = dropout_primitive(x.shape(), p, mode, is_test, axes);
+        const DropoutPrimitive prim = dropout_primitive(x.shape(), p, mode, is_test, axes);
         paddle::Tensor y = paddle::empty(x.shape(), x.dtype(), x.place());
-        paddle::Tensor mask = new_mask(prim.mask_bytes(), save_mask, x);
-        prim.forward(x.data<float>(), y.data<float>(), mask_data(mask, save_mask), seed, offset);
+        paddle::Tensor mask = new_mask(prim->mask_bytes(), save_mask, x);
+        prim->forward(x.data<float>(), y.data<float>(), mask_data(mask, save_mask), seed, offset);
         return std::vector<paddle::Tensor>{y, mask};
     });
 }
@@ -193,8 +174,8 @@ std::vector<paddle::Tensor> dropout_backward(const paddle::Tensor& key, const pa
                                              const std::vector<int>& axes, bool save_mask) {
     return guarded(kDropout, [&] {
         require_cpu_float(dy, kDropout, "Out@GRAD");
-        const fb::DropoutPrimitive prim = dropout_primitive(dy.shape(), p, mode, is_test, axes);
-        return std::vector<paddle::Tensor>{dropped_grad(prim, dy, mask, save_mask, key, kDropout)};
+        const DropoutPrimitive prim = dropout_primitive(dy.shape(), p, mode, is_test, axes);
+        return std::vector<paddle::Tensor>{dropped_grad(*prim, dy, mask, save_mask, key, kDropout)};
     });
 }
 
@@ -227,11 +208,13 @@ int64_t softmax_axis(int axis, size_t rank) {
     return axis < 0 ? axis + r : axis;
 }
 
-fb::SoftmaxDropoutPrimitive softmax_primitive(const Dims& shape, int axis, float p,
-                                              const std::string& mode, bool is_test) {
-    return fb::SoftmaxDropoutPrimitive(fb::SoftmaxDropoutDesc{
+std::shared_ptr<const fb::SoftmaxDropoutPrimitive> softmax_primitive(const Dims& shape, int axis,
+                                                                     float p,
+                                                                     const std::string& mode,
+                                                                     bool is_test) {
+    return fb::primitive<fb::SoftmaxDropoutPrimitive>(fb::SoftmaxDropoutDesc{
         shape, softmax_axis(axis, shape.size()), shape, Dims(shape.size(), 0), probability(p),
-        dropout_mode(mode), !is_test, isa(), kStreamMinBytes});
+        dropout_mode(mode), !is_test, fb::current_isa(), glue::kStreamMinBytes});
 }
 
 std::vector<paddle::Tensor> softmax_forward(const paddle::Tensor& x, const paddle::Tensor& key,
@@ -240,11 +223,10 @@ std::vector<paddle::Tensor> softmax_forward(const paddle::Tensor& x, const paddl
     return guarded(kSoftmax, [&] {
         require_cpu_float(x, kSoftmax, "X");
         const auto [seed, offset] = key_of(key, kSoftmax);
-        const fb::SoftmaxDropoutPrimitive prim =
-            softmax_primitive(x.shape(), axis, p, mode, is_test);
+        const auto prim = softmax_primitive(x.shape(), axis, p, mode, is_test);
         paddle::Tensor y = paddle::empty(x.shape(), x.dtype(), x.place());
-        paddle::Tensor mask = new_mask(prim.mask_bytes(), save_mask, x);
-        prim.forward(x.data<float>(), y.data<float>(), mask_data(mask, save_mask), seed, offset);
+        paddle::Tensor mask = new_mask(prim->mask_bytes(), save_mask, x);
+        prim->forward(x.data<float>(), y.data<float>(), mask_data(mask, save_mask), seed, offset);
         return std::vector<paddle::Tensor>{y, mask};
     });
 }
@@ -257,11 +239,10 @@ std::vector<paddle::Tensor> softmax_backward(const paddle::Tensor& x, const padd
         require_cpu_float(x, kSoftmax, "X");
         require_cpu_float(dy, kSoftmax, "Out@GRAD");
         const auto [seed, offset] = key_of(key, kSoftmax);
-        const fb::SoftmaxDropoutPrimitive prim =
-            softmax_primitive(x.shape(), axis, p, mode, is_test);
-        const uint8_t* m = saved_mask(mask, prim.mask_bytes(), save_mask, kSoftmax);
+        const auto prim = softmax_primitive(x.shape(), axis, p, mode, is_test);
+        const uint8_t* m = saved_mask(mask, prim->mask_bytes(), save_mask, kSoftmax);
         paddle::Tensor dx = paddle::empty(dy.shape(), dy.dtype(), dy.place());
-        prim.backward(dy.data<float>(), x.data<float>(), /*from_x=*/true, m, seed, offset,
+        prim->backward(dy.data<float>(), x.data<float>(), /*from_x=*/true, m, seed, offset,
                       dx.data<float>());
         return std::vector<paddle::Tensor>{dx};
     });
@@ -317,42 +298,13 @@ MatmulShapes matmul_shapes(const Dims& a, const Dims& b, bool ta, bool tb) {
     return r;
 }
 
-// Element offset of each output batch's matrix in an operand of `shape` (broadcast).
-std::vector<int64_t> batch_offsets(const Dims& shape, const Dims& batch) {
-    const size_t nb = batch.size(), own = shape.size() - 2;
-    int64_t count = 1;
-    for (int64_t d : batch) count *= d;
-    std::vector<int64_t> offsets(static_cast<size_t>(count));
-    const int64_t matrix = shape[own] * shape[own + 1];
-    for (int64_t flat = 0; flat < count; ++flat) {
-        int64_t rest = flat, offset = 0, stride = matrix;
-        for (size_t i = nb; i-- > 0;) {
-            const int64_t idx = rest % batch[i];
-            rest /= batch[i];
-            if (i + own >= nb) {  // the operand has this axis (aligned on the right)
-                const int64_t dim = shape[i + own - nb];
-                if (dim != 1) offset += idx * stride;
-                stride *= dim;
-            }
-        }
-        offsets[size_t(flat)] = offset;
-    }
-    return offsets;
-}
-
-fb::MatmulDropoutPrimitive matmul_primitive(const Dims& a, const Dims& b, bool ta, bool tb,
-                                            float p, const std::string& mode, bool is_test,
-                                            MatmulShapes* shapes) {
+std::shared_ptr<const fb::MatmulDropoutPrimitive> matmul_primitive(
+    const Dims& a, const Dims& b, bool ta, bool tb, float p, const std::string& mode,
+    bool is_test, MatmulShapes* shapes) {
     *shapes = matmul_shapes(a, b, ta, tb);
-    int64_t outputs = 1;
-    for (int64_t d : shapes->out) outputs *= d;
-    const bool empty = outputs == 0;
-    return fb::MatmulDropoutPrimitive(
-        fb::MatmulDropoutDesc{a, b, ta, tb, /*bias=*/false, shapes->out,
-                              Dims(shapes->out.size(), 0), probability(p), dropout_mode(mode),
-                              !is_test, isa(), kStreamMinBytes},
-        empty ? std::vector<int64_t>{} : batch_offsets(a, shapes->batch),
-        empty ? std::vector<int64_t>{} : batch_offsets(b, shapes->batch));
+    return fb::primitive<fb::MatmulDropoutPrimitive>(fb::MatmulDropoutDesc{
+        a, b, ta, tb, /*bias=*/false, shapes->out, Dims(shapes->out.size(), 0), probability(p),
+        dropout_mode(mode), !is_test, fb::current_isa(), glue::kStreamMinBytes});
 }
 
 std::vector<paddle::Tensor> matmul_forward(const paddle::Tensor& a, const paddle::Tensor& b,
@@ -364,11 +316,11 @@ std::vector<paddle::Tensor> matmul_forward(const paddle::Tensor& a, const paddle
         require_cpu_float(b, kMatmul, "B");
         const auto [seed, offset] = key_of(key, kMatmul);
         MatmulShapes shapes;
-        const fb::MatmulDropoutPrimitive prim =
+        const auto prim =
             matmul_primitive(a.shape(), b.shape(), ta, tb, p, mode, is_test, &shapes);
         paddle::Tensor y = paddle::empty(shapes.out, a.dtype(), a.place());
-        paddle::Tensor mask = new_mask(prim.mask_bytes(), save_mask, a);
-        prim.forward(a.data<float>(), b.data<float>(), nullptr, y.data<float>(),
+        paddle::Tensor mask = new_mask(prim->mask_bytes(), save_mask, a);
+        prim->forward(a.data<float>(), b.data<float>(), nullptr, y.data<float>(),
                      mask_data(mask, save_mask), seed, offset);
         return std::vector<paddle::Tensor>{y, mask};
     });
@@ -394,8 +346,8 @@ std::vector<paddle::Tensor> matmul_backward(const paddle::Tensor& a, const paddl
     return guarded(kMatmul, [&] {
         require_cpu_float(dy, kMatmul, "Out@GRAD");
         // The matmul's dropout is the standalone one over the output (fused_dropout.hpp).
-        const fb::DropoutPrimitive drop = dropout_primitive(dy.shape(), p, mode, is_test, {});
-        const paddle::Tensor dz = dropped_grad(drop, dy, mask, save_mask, key, kMatmul);
+        const DropoutPrimitive drop = dropout_primitive(dy.shape(), p, mode, is_test, {});
+        const paddle::Tensor dz = dropped_grad(*drop, dy, mask, save_mask, key, kMatmul);
         using paddle::experimental::matmul;
         const paddle::Tensor da = ta ? matmul(b, dz, tb, true) : matmul(dz, b, false, !tb);
         const paddle::Tensor db = tb ? matmul(dz, a, true, ta) : matmul(a, dz, !ta, false);
@@ -449,7 +401,7 @@ std::vector<int64_t> read_lens(const paddle::Tensor& s, int64_t steps) {
 
 std::vector<paddle::Tensor> gru_forward(const paddle::Tensor& x, const paddle::Tensor& seq_lens,
                                         const paddle::Tensor& wx, const paddle::Tensor& wh,
-                                        const paddle::Tensor& bias, const paddle::Tensor& bias_h,
+                                        const paddle::Tensor& bias_x, const paddle::Tensor& bias_hc,
                                         const paddle::optional<paddle::Tensor>& h0,
                                         const std::string& direction, const std::string& layout,
                                         bool lbr, bool origin, const std::string& act,
@@ -457,24 +409,19 @@ std::vector<paddle::Tensor> gru_forward(const paddle::Tensor& x, const paddle::T
     return guarded(kGru, [&] {
         const glue::GruConfig g = gru_config(direction, layout, lbr, origin, act, gate);
         std::vector<Dims> dims = {x.shape(), seq_lens.shape(), wx.shape(), wh.shape(),
-                                  bias.shape(), bias_h.shape()};
+                                  bias_x.shape(), bias_hc.shape()};
         if (h0) dims.push_back(h0->shape());
         const glue::GruDims m = glue::gru_dims(g, dims);
-        const paddle::Tensor* floats[] = {&x, &wx, &wh, &bias, &bias_h};
-        const char* names[] = {"x", "wx", "wh", "bias", "bias_h"};
-        for (int i = 0; i < 5; ++i) require_cpu_float(*floats[i], kGru, names[i]);
+        const paddle::Tensor* floats[] = {&x, &wx, &wh, &bias_x, &bias_hc};
+        for (int i = 0; i < 5; ++i)
+            require_cpu_float(*floats[i], kGru, glue::kGruInputs[i == 0 ? 0 : i + 1]);
         if (h0) require_cpu_float(*h0, kGru, "h0");
         const std::vector<int64_t> lens = read_lens(seq_lens, m.t);
-        const glue::PackedGru w = glue::pack_gru(m, wx.data<float>(), wh.data<float>(),
-                                                 bias.data<float>(), bias_h.data<float>());
-        const fb::GruPrimitive prim(fb::GruDesc{g.ntc ? fb::SeqLayout::ntc : fb::SeqLayout::tnc,
-                                                m.ic, m.oc, g.directions, g.reverse, g.lbr,
-                                                g.origin, g.act, g.gate, /*projection=*/true,
-                                                isa()});
-        const fb::GruPlan& plan = prim.plan(lens.data(), int64_t(lens.size()), m.t);
         paddle::Tensor y = paddle::empty(glue::gru_y_shape(g, m), x.dtype(), x.place());
-        prim.forward(plan, x.data<float>(), w.view(), h0 ? h0->data<float>() : nullptr,
-                     y.data<float>(), nullptr);
+        glue::gru_forward(g, m, lens, x.data<float>(),
+                          {wx.data<float>(), wh.data<float>(), bias_x.data<float>(),
+                           bias_hc.data<float>()},
+                          h0 ? h0->data<float>() : nullptr, y.data<float>());
         return std::vector<paddle::Tensor>{y};
     });
 }
@@ -489,11 +436,11 @@ std::vector<std::vector<int64_t>> gru_shape(
     const std::string& gate) {
     return guarded(kGru, [&] {
         const glue::GruConfig g = gru_config(direction, layout, lbr, origin, act, gate);
-        if (x.size() != 3 || wh.size() != 3)
-            throw glue::GlueError("inputs 'x' and 'wh' must be 3-D, got " + glue::str(x) +
-                                  " and " + glue::str(wh));
+        if (x.size() != 3 || wh.size() != 5)
+            throw glue::GlueError("inputs 'x' and 'wh' must be 3-D and 5-D (packed), got " +
+                                  glue::str(x) + " and " + glue::str(wh));
         const int64_t t = g.ntc ? x[1] : x[0], n = g.ntc ? x[0] : x[1];
-        const Dims y = g.ntc ? Dims{n, t, g.directions * wh[1]} : Dims{t, n, g.directions * wh[1]};
+        const Dims y = g.ntc ? Dims{n, t, g.directions * wh[2]} : Dims{t, n, g.directions * wh[2]};
         return std::vector<std::vector<int64_t>>{y};
     });
 }
@@ -561,7 +508,7 @@ PD_BUILD_GRAD_OP(fusebridge_matmul_dropout)
     .SetKernelFn(PD_KERNEL(matmul_backward));
 
 PD_BUILD_OP(fusebridge_fusion_gru)
-    .Inputs({"X", "SeqLens", "Wx", "Wh", "Bias", "BiasH", paddle::Optional("H0")})
+    .Inputs({"X", "SeqLens", "Wx", "Wh", "BiasX", "BiasHc", paddle::Optional("H0")})
     .Outputs({"Y"})
     .Attrs({"direction: std::string", "layout: std::string", "linear_before_reset: bool",
             "origin_mode: bool", "activation: std::string", "gate_activation: std::string"})
