@@ -16,6 +16,7 @@
 #include "dropout.hpp"
 #include "gru.hpp"
 #include "gru_kernels.hpp"
+#include "op_attributes.hpp"
 #include "primitive_cache.hpp"
 #include "runtime.hpp"
 
@@ -81,37 +82,46 @@ struct GruConfig {
     GruAct act = GruAct::tanh, gate = GruAct::sigmoid;
 };
 
-inline std::string choice(const std::string& attr, const std::string& value,
-                          std::initializer_list<const char*> allowed) {
-    std::string listed;
-    for (const char* a : allowed) {
-        if (value == a) return value;
-        listed += std::string(listed.empty() ? "" : ", ") + "'" + a + "'";
+inline GruAct gru_activation(op_attributes::fusion_gru::Activation a) {
+    using Activation = op_attributes::fusion_gru::Activation;
+    switch (a) {
+        case Activation::sigmoid: return GruAct::sigmoid;
+        case Activation::tanh: return GruAct::tanh;
+        case Activation::relu: return GruAct::relu;
+        case Activation::identity: return GruAct::identity;
     }
-    throw GlueError("attr '" + attr + "' is '" + value + "', expected one of " + listed);
+    throw GlueError("unknown GRU activation " + std::to_string(int(a)));  // not an enumerator
 }
 
-inline GruAct gru_activation(const std::string& attr, const std::string& value) {
-    const std::string name = choice(attr, value, {"sigmoid", "tanh", "relu", "identity"});
-    if (name == "sigmoid") return GruAct::sigmoid;
-    if (name == "tanh") return GruAct::tanh;
-    if (name == "relu") return GruAct::relu;
-    return GruAct::identity;
+// The kernel's configuration from the attributes, as their enums in op_attributes.hpp.
+inline GruConfig gru_config(op_attributes::fusion_gru::Direction direction,
+                            op_attributes::fusion_gru::Layout layout, bool lbr, bool origin,
+                            op_attributes::fusion_gru::Activation activation,
+                            op_attributes::fusion_gru::GateActivation gate_activation) {
+    using op_attributes::fusion_gru::Direction;
+    GruConfig g;
+    g.directions = direction == Direction::bidirectional ? 2 : 1;
+    g.reverse = direction == Direction::reverse;
+    g.ntc = layout == op_attributes::fusion_gru::Layout::ntc;
+    g.lbr = lbr;
+    g.origin = origin;
+    g.act = gru_activation(activation);
+    g.gate = gru_activation(gate_activation);
+    return g;
 }
 
+// The same from the attributes' values as given (Paddle's); one outside an attribute's
+// choices throws op_attributes' std::invalid_argument.
 inline GruConfig gru_config(const std::string& direction, const std::string& layout, bool lbr,
                             bool origin, const std::string& activation,
                             const std::string& gate_activation) {
-    GruConfig g;
-    const std::string dir = choice("direction", direction, {"forward", "reverse", "bidirectional"});
-    g.directions = dir == "bidirectional" ? 2 : 1;
-    g.reverse = dir == "reverse";
-    g.ntc = choice("layout", layout, {"tnc", "ntc"}) == "ntc";
-    g.lbr = lbr;
-    g.origin = origin;
-    g.act = gru_activation("activation", activation);
-    g.gate = gru_activation("gate_activation", gate_activation);
-    return g;
+    namespace op = op_attributes::fusion_gru;
+    using op_attributes::choice;
+    const auto dir = choice<op::Direction>(op::direction, direction);
+    const auto lay = choice<op::Layout>(op::layout, layout);
+    const auto act = choice<op::Activation>(op::activation, activation);
+    const auto gate = choice<op::GateActivation>(op::gate_activation, gate_activation);
+    return gru_config(dir, lay, lbr, origin, act, gate);
 }
 
 inline const char* const kGruInputs[] = {"x", "seq_lens", "wx", "wh", "bias_x", "bias_hc", "h0"};

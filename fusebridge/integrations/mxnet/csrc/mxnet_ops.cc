@@ -32,7 +32,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <initializer_list>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -43,10 +42,13 @@
 #include "glue.hpp"
 #include "gru.hpp"
 #include "mxnet/lib_api.h"
+#include "op_attributes.hpp"
 #include "primitive_cache.hpp"
 
 namespace fb = fusebridge;
 namespace glue = fusebridge::glue;
+// Each attribute's name, default and allowed values, as the op schemas give them.
+namespace schema = fusebridge::op_attributes;
 using mxnet::ext::MX_FAIL;
 using mxnet::ext::MX_SUCCESS;
 using mxnet::ext::MXReturnValue;
@@ -105,7 +107,8 @@ MXReturnValue guarded(const char* op, F&& body) {
 
 // Keys MXNet itself adds start with "__" (__profiler_scope__, __lr_mult__, ...); any other key
 // the op does not know is most likely a misspelt attribute, so it is an error.
-void check_known(const Attrs& attrs, std::initializer_list<const char*> known) {
+template <size_t N>
+void check_known(const Attrs& attrs, const char* const (&known)[N]) {
     for (const auto& kv : attrs) {
         if (kv.first.rfind("__", 0) == 0) continue;
         bool ok = false;
@@ -128,39 +131,39 @@ std::string trimmed(const std::string& s) {
     return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
 }
 
-bool parse_bool(const Attrs& attrs, const char* key, bool def) {
-    const std::string* v = find(attrs, key);
-    if (!v) return def;
+bool parse_bool(const Attrs& attrs, const schema::Attribute& a) {
+    const std::string* v = find(attrs, a.name);
+    if (!v) return a.default_bool;
     const std::string s = trimmed(*v);
     if (s == "True" || s == "true" || s == "1") return true;
     if (s == "False" || s == "false" || s == "0") return false;
-    throw OpError(std::string("attr '") + key + "' must be True or False, got '" + *v + "'");
+    throw OpError(std::string("attr '") + a.name + "' must be True or False, got '" + *v + "'");
 }
 
-std::string parse_choice(const Attrs& attrs, const char* key, const char* def,
-                         std::initializer_list<const char*> choices) {
-    const std::string* v = find(attrs, key);
-    const std::string s = v ? trimmed(*v) : std::string(def);
-    std::string names;
-    for (const char* c : choices) {
-        if (s == c) return s;
-        names += std::string(names.empty() ? "" : ", ") + c;
-    }
-    throw OpError(std::string("attr '") + key + "' must be one of " + names + ", got '" + s +
-                  "'");
+// The value (or the default) as the enumerator of the attribute's enum E in op_attributes.hpp.
+template <class E>
+E parse_choice(const Attrs& attrs, const schema::Attribute& a) {
+    const std::string* v = find(attrs, a.name);
+    const std::string s = v ? trimmed(*v) : std::string(a.default_string);
+    const int i = schema::find_choice(a, s);
+    if (i < 0)
+        throw OpError(std::string("attr '") + a.name + "' must be one of " +
+                      schema::listed_choices(a) + ", got '" + s + "'");
+    return E(i);
 }
 
 // A 64-bit pattern from a decimal integer in [-2^63, 2^64); negative values are their two's
 // complement (docs/dropout.md), so seed -1 is 0xFFFFFFFFFFFFFFFF.
-uint64_t parse_u64(const Attrs& attrs, const char* key, const uint64_t* def) {
-    const std::string* v = find(attrs, key);
+uint64_t parse_u64(const Attrs& attrs, const schema::Attribute& a) {
+    const std::string* v = find(attrs, a.name);
     if (!v) {
-        if (def) return *def;
-        throw OpError(std::string("attr '") + key + "' is required (an integer in [-2^63, 2^64))");
+        if (!a.required) return uint64_t(a.default_int);
+        throw OpError(std::string("attr '") + a.name +
+                      "' is required (an integer in [-2^63, 2^64))");
     }
     const std::string s = trimmed(*v);
     auto bad = [&] {
-        return OpError(std::string("attr '") + key +
+        return OpError(std::string("attr '") + a.name +
                        "' must be an integer in [-2^63, 2^64), got '" + *v + "'");
     };
     size_t i = 0;
@@ -180,30 +183,31 @@ uint64_t parse_u64(const Attrs& attrs, const char* key, const uint64_t* def) {
     return uint64_t(mag);
 }
 
-float parse_p(const Attrs& attrs, const char* key, float def) {
-    const std::string* v = find(attrs, key);
-    if (!v) return def;
+float parse_p(const Attrs& attrs, const schema::Attribute& a) {
+    const std::string* v = find(attrs, a.name);
+    if (!v) return float(a.default_real);
     const std::string s = trimmed(*v);
     char* end = nullptr;
     errno = 0;
     const double d = std::strtod(s.c_str(), &end);
     if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE)
-        throw OpError(std::string("attr '") + key + "' must be a number, got '" + *v + "'");
+        throw OpError(std::string("attr '") + a.name + "' must be a number, got '" + *v + "'");
     // float32 as the bit contract compares in (same rounding as fusebridge's as_probability).
     const float p = float(d);
     if (std::isnan(p) || p < 0.0f || p > 1.0f)
-        throw OpError(std::string("attr '") + key + "' must lie in [0, 1], got '" + *v + "'");
+        throw OpError(std::string("attr '") + a.name + "' must lie in [0, 1], got '" + *v + "'");
     return p;
 }
 
-// MXNet writes tuples as "(1, 2)", "(1,)" or "[1, 2]"; a bare "1" is one axis.
-Dims parse_int_tuple(const Attrs& attrs, const char* key) {
-    const std::string* v = find(attrs, key);
+// MXNet writes tuples as "(1, 2)", "(1,)" or "[1, 2]"; a bare "1" is one axis. Not given:
+// the default, empty.
+Dims parse_int_tuple(const Attrs& attrs, const schema::Attribute& a) {
+    const std::string* v = find(attrs, a.name);
     Dims out;
     if (!v) return out;
     std::string s = trimmed(*v);
     auto bad = [&] {
-        return OpError(std::string("attr '") + key + "' must be a tuple of integers, got '" +
+        return OpError(std::string("attr '") + a.name + "' must be a tuple of integers, got '" +
                        *v + "'");
     };
     if (!s.empty() && (s.front() == '(' || s.front() == '[')) {
@@ -281,18 +285,17 @@ struct DropoutParams {
 };
 
 DropoutParams dropout_params(const Attrs& attrs) {
-    check_known(attrs, {"p", "seed", "offset", "axes", "mode", "is_test"});
-    const uint64_t zero = 0;
+    namespace op = schema::dropout;
+    check_known(attrs, op::mxnet_attrs);
     DropoutParams d;
-    d.p = parse_p(attrs, "p", 0.5f);
-    d.seed = parse_u64(attrs, "seed", nullptr);
-    d.offset = parse_u64(attrs, "offset", &zero);
-    d.axes = parse_int_tuple(attrs, "axes");
-    const std::string mode =
-        parse_choice(attrs, "mode", "upscale_in_train", {"upscale_in_train", "downgrade_in_infer"});
-    d.mode = mode == "upscale_in_train" ? fb::DropoutMode::upscale_in_train
-                                        : fb::DropoutMode::downgrade_in_infer;
-    d.is_test = parse_bool(attrs, "is_test", false);
+    d.p = parse_p(attrs, op::p);
+    d.seed = parse_u64(attrs, op::seed);
+    d.offset = parse_u64(attrs, op::offset);
+    d.axes = parse_int_tuple(attrs, op::axes);
+    d.mode = parse_choice<op::Mode>(attrs, op::mode) == op::Mode::upscale_in_train
+                 ? fb::DropoutMode::upscale_in_train
+                 : fb::DropoutMode::downgrade_in_infer;
+    d.is_test = parse_bool(attrs, op::is_test);
     return d;
 }
 
@@ -377,29 +380,17 @@ struct GruParams : glue::GruConfig {
     bool has_h0 = false;
 };
 
-fb::GruAct activation(const std::string& name) {
-    if (name == "sigmoid") return fb::GruAct::sigmoid;
-    if (name == "tanh") return fb::GruAct::tanh;
-    if (name == "relu") return fb::GruAct::relu;
-    return fb::GruAct::identity;
-}
-
 GruParams gru_params(const Attrs& attrs) {
-    check_known(attrs, {"direction", "layout", "linear_before_reset", "origin_mode", "activation",
-                        "gate_activation", "has_h0"});
-    const std::initializer_list<const char*> acts = {"sigmoid", "tanh", "relu", "identity"};
-    GruParams g;
-    const std::string dir =
-        parse_choice(attrs, "direction", "forward", {"forward", "reverse", "bidirectional"});
-    g.directions = dir == "bidirectional" ? 2 : 1;
-    g.reverse = dir == "reverse";
-    g.ntc = parse_choice(attrs, "layout", "tnc", {"tnc", "ntc"}) == "ntc";
-    g.lbr = parse_bool(attrs, "linear_before_reset", false);
-    g.origin = parse_bool(attrs, "origin_mode", true);
-    g.act = activation(parse_choice(attrs, "activation", "tanh", acts));
-    g.gate = activation(parse_choice(attrs, "gate_activation", "sigmoid", acts));
-    g.has_h0 = parse_bool(attrs, "has_h0", false);
-    return g;
+    namespace op = schema::fusion_gru;
+    check_known(attrs, op::mxnet_attrs);
+    const auto direction = parse_choice<op::Direction>(attrs, op::direction);
+    const auto layout = parse_choice<op::Layout>(attrs, op::layout);
+    const bool lbr = parse_bool(attrs, op::linear_before_reset);
+    const bool origin = parse_bool(attrs, op::origin_mode);
+    const auto act = parse_choice<op::Activation>(attrs, op::activation);
+    const auto gate = parse_choice<op::GateActivation>(attrs, op::gate_activation);
+    return GruParams{glue::gru_config(direction, layout, lbr, origin, act, gate),
+                     parse_bool(attrs, op::has_h0)};
 }
 
 MXReturnValue gru_parse(const Attrs& attrs, int* num_in, int* num_out) {

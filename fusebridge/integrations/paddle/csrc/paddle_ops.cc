@@ -43,12 +43,15 @@
 #include "fused_dropout.hpp"
 #include "glue.hpp"
 #include "gru.hpp"
+#include "op_attributes.hpp"
 #include "paddle/extension.h"
 #include "primitive_cache.hpp"
 #include "runtime.hpp"
 
 namespace fb = fusebridge;
 namespace glue = fusebridge::glue;
+// Each attribute's name, type and allowed values, as the op schemas give them.
+namespace schema = fusebridge::op_attributes;
 using glue::Dims;
 
 namespace {
@@ -85,9 +88,10 @@ void require_cpu_float(const paddle::Tensor& t, const char* op, const char* name
 
 // ---------------------------------------------------------------- dropout
 
+// Every dropout op's mode: softmax_dropout::mode and matmul_dropout::mode are dropout::mode.
 fb::DropoutMode dropout_mode(const std::string& mode) {
-    return glue::choice("mode", mode, {"upscale_in_train", "downgrade_in_infer"}) ==
-                   "upscale_in_train"
+    namespace op = schema::dropout;
+    return schema::choice<op::Mode>(op::mode, mode) == op::Mode::upscale_in_train
                ? fb::DropoutMode::upscale_in_train
                : fb::DropoutMode::downgrade_in_infer;
 }
@@ -454,14 +458,10 @@ std::vector<paddle::DataType> gru_dtype(const paddle::DataType& x, const paddle:
 
 }  // namespace
 
-#define FUSEBRIDGE_DROPOUT_ATTRS                                                   \
-    {"p: float", "mode: std::string", "is_test: bool", "axes: std::vector<int>", \
-     "save_mask: bool"}
-
 PD_BUILD_OP(fusebridge_dropout)
     .Inputs({"X", "Key"})
     .Outputs({"Out", "Mask"})
-    .Attrs(FUSEBRIDGE_DROPOUT_ATTRS)
+    .Attrs(schema::declarations(schema::dropout::paddle_attrs))
     .SetKernelFn(PD_KERNEL(dropout_forward))
     .SetInferShapeFn(PD_INFER_SHAPE(dropout_shape))
     .SetInferDtypeFn(PD_INFER_DTYPE(dropout_dtype));
@@ -469,16 +469,13 @@ PD_BUILD_OP(fusebridge_dropout)
 PD_BUILD_GRAD_OP(fusebridge_dropout)
     .Inputs({"Key", "Mask", paddle::Grad("Out")})
     .Outputs({paddle::Grad("X")})
-    .Attrs(FUSEBRIDGE_DROPOUT_ATTRS)
+    .Attrs(schema::declarations(schema::dropout::paddle_attrs))
     .SetKernelFn(PD_KERNEL(dropout_backward));
-
-#define FUSEBRIDGE_SOFTMAX_DROPOUT_ATTRS                                                 \
-    {"p: float", "mode: std::string", "is_test: bool", "axis: int", "save_mask: bool"}
 
 PD_BUILD_OP(fusebridge_softmax_dropout)
     .Inputs({"X", "Key"})
     .Outputs({"Out", "Mask"})
-    .Attrs(FUSEBRIDGE_SOFTMAX_DROPOUT_ATTRS)
+    .Attrs(schema::declarations(schema::softmax_dropout::paddle_attrs))
     .SetKernelFn(PD_KERNEL(softmax_forward))
     .SetInferShapeFn(PD_INFER_SHAPE(softmax_shape))
     .SetInferDtypeFn(PD_INFER_DTYPE(dropout_dtype));
@@ -486,17 +483,13 @@ PD_BUILD_OP(fusebridge_softmax_dropout)
 PD_BUILD_GRAD_OP(fusebridge_softmax_dropout)
     .Inputs({"X", "Key", "Mask", paddle::Grad("Out")})
     .Outputs({paddle::Grad("X")})
-    .Attrs(FUSEBRIDGE_SOFTMAX_DROPOUT_ATTRS)
+    .Attrs(schema::declarations(schema::softmax_dropout::paddle_attrs))
     .SetKernelFn(PD_KERNEL(softmax_backward));
-
-#define FUSEBRIDGE_MATMUL_DROPOUT_ATTRS                                          \
-    {"p: float", "mode: std::string", "is_test: bool", "transpose_a: bool", \
-     "transpose_b: bool", "save_mask: bool"}
 
 PD_BUILD_OP(fusebridge_matmul_dropout)
     .Inputs({"A", "B", "Key"})
     .Outputs({"Out", "Mask"})
-    .Attrs(FUSEBRIDGE_MATMUL_DROPOUT_ATTRS)
+    .Attrs(schema::declarations(schema::matmul_dropout::paddle_attrs))
     .SetKernelFn(PD_KERNEL(matmul_forward))
     .SetInferShapeFn(PD_INFER_SHAPE(matmul_shape))
     .SetInferDtypeFn(PD_INFER_DTYPE(matmul_dtype));
@@ -504,14 +497,13 @@ PD_BUILD_OP(fusebridge_matmul_dropout)
 PD_BUILD_GRAD_OP(fusebridge_matmul_dropout)
     .Inputs({"A", "B", "Key", "Mask", paddle::Grad("Out")})
     .Outputs({paddle::Grad("A"), paddle::Grad("B")})
-    .Attrs(FUSEBRIDGE_MATMUL_DROPOUT_ATTRS)
+    .Attrs(schema::declarations(schema::matmul_dropout::paddle_attrs))
     .SetKernelFn(PD_KERNEL(matmul_backward));
 
 PD_BUILD_OP(fusebridge_fusion_gru)
     .Inputs({"X", "SeqLens", "Wx", "Wh", "BiasX", "BiasHc", paddle::Optional("H0")})
     .Outputs({"Y"})
-    .Attrs({"direction: std::string", "layout: std::string", "linear_before_reset: bool",
-            "origin_mode: bool", "activation: std::string", "gate_activation: std::string"})
+    .Attrs(schema::declarations(schema::fusion_gru::paddle_attrs))
     .SetKernelFn(PD_KERNEL(gru_forward))
     .SetInferShapeFn(PD_INFER_SHAPE(gru_shape))
     .SetInferDtypeFn(PD_INFER_DTYPE(gru_dtype));
