@@ -1,7 +1,10 @@
 """Our GRU as a Paddle custom op (integrations/paddle/op_library.py) beside Paddle's own
 threaded ops: Paddle's OpenMP (libiomp5) and the kernels' pool in one process. Times the
 bidirectional GRU op alone and right after a Paddle matmul, interleaved, and counts the
-process's threads. Run it twice to see whether Intel's pool spins into our time:
+process's threads (one kernels pool for _C and the op library: docs/design.md). What the
+op's per-call packing cost before its weights were packed once:
+`python -m benchmarks.op_library_builds --framework paddle --base <older build's python>`.
+Run it twice to see whether Intel's pool spins into our time:
 
     python -m benchmarks.paddle_ops_threads
     KMP_BLOCKTIME=0 python -m benchmarks.paddle_ops_threads
@@ -33,7 +36,10 @@ def main(rounds: int = 40) -> str:
     wh = (rng.standard_normal((2, OC, 3 * OC)) * 0.1).astype(np.float32)
     b = np.zeros((2, 3 * OC), np.float32)
     lens = rng.integers(5, T + 1, N).astype(np.int64)
-    args = [paddle.to_tensor(a) for a in (x, lens, wx, wh, b, b)]
+    # The op takes its weights packed once (as fb.save_paddle writes them): no call packs.
+    w = kernels.pack_gru_weights(wx, wh, b, b)
+    packed = [np.array(a) for a in (w.wx, w.wh, w.bias_x, w.bias_hc)]
+    args = [paddle.to_tensor(a) for a in (x, lens, *packed)]
     attrs = ("bidirectional", "tnc", True, True, "tanh", "sigmoid")
     a = paddle.to_tensor(rng.standard_normal((MATMUL, MATMUL)).astype(np.float32))
 

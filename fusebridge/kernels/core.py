@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import importlib
-import os
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np

@@ -40,7 +40,6 @@ _DTYPES = {dtype: core._C.DType(code) for dtype, code in FLOAT_DTYPES.items()}
 DropoutDescriptor = core._C.DropoutDescriptor
 
 
-
 def _mode(mode: object, op: str) -> str:
     if not isinstance(mode, str) or mode not in MODES:
         raise ArgumentError(f"{op}: mode must be one of {sorted(MODES)}, got {mode!r}")

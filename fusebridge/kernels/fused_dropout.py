@@ -9,7 +9,6 @@ op followed by `dropout` (docs/dropout.md, "The bit contract"). The plain ops, `
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -322,7 +321,6 @@ def matmul_dropout_backward(
 
 
 # ---- softmax --------------------------------------------------------------------------------
-
 
 
 def softmax_geometry(

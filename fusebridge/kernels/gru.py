@@ -24,7 +24,6 @@ DIRECTIONS = ("forward", "reverse", "bidirectional")
 GRUDescriptor = core._C.GRUDescriptor
 
 
-
 def _sentences(x: np.ndarray, layout: str, offsets: object, seq_lens: object):
     """(lengths, padded steps) of the input, checked against its layout."""
     op = "fusion_gru"
