@@ -69,9 +69,9 @@ constexpr int64_t kStreamMinBytes = int64_t(8) << 20;
 // shared over `axes`, at the ISA set now.
 inline DropoutDesc dropout_desc(const Dims& shape, float p, DropoutMode mode, bool is_test,
                                 const Dims& axes) {
-    return DropoutDesc{shape,          shape, Dims(shape.size(), 0), dropout_mask_shape(shape, axes),
-                       DType::f32,     p,     mode,                  !is_test,
-                       current_isa(), kStreamMinBytes};
+    const Dims start(shape.size(), 0);
+    return DropoutDesc{shape, shape, start, dropout_mask_shape(shape, axes), DType::f32,
+                       p, mode, !is_test, current_isa(), kStreamMinBytes};
 }
 
 // ---------------------------------------------------------------- fusion GRU
