@@ -17,6 +17,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from fusebridge.errors import ArgumentError
+from fusebridge.kernels import core
 
 DEFAULT_CAPACITY = 1024
 
@@ -133,21 +134,15 @@ CACHE = PrimitiveCache(_capacity_from_env())
 def cache_stats() -> dict[str, int]:
     """Capacity, size, hits, misses and evictions of the CPU kernels' primitive cache, which
     the framework op libraries share."""
-    from fusebridge.kernels import core
-
     return core._C.cache_stats()
 
 
 def set_cache_capacity(n: int) -> None:
     """Primitives kept at most, by each engine's cache; 0 turns caching off."""
-    from fusebridge.kernels import core
-
     CACHE.set_capacity(n)
     core._C.set_cache_capacity(n)
 
 
 def clear_cache() -> None:
     """Drops every CPU primitive and resets the counters (tests, benchmarks of cold calls)."""
-    from fusebridge.kernels import core
-
     core._C.clear_cache()
