@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import platform
+import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 def best_time(fn: Callable[[], object], repeat: int, warmup: int = 1) -> float:
@@ -63,3 +66,43 @@ def missing_peer(module: str, title: str, install: str) -> str | None:
         return None
     row = [module, f"not installed: {install}"]
     return f"### {title}\n\n" + markdown_table(["peer", "status"], [row])
+
+
+class BuildChild:
+    """One fusebridge build's worker for the two-build benchmarks: `python -m module --worker
+    FOLDER *args`, in `python`'s environment, answering one JSON request line with one JSON line.
+    It sees only this checkout's benchmarks package (a link in `path`), never fusebridge's
+    source tree, so it imports the build installed for `python`. Its first line (`ready`) says
+    what it loaded."""
+
+    def __init__(
+        self, name: str, python: str, path: Path, module: str, args: list[str], env: dict
+    ) -> None:
+        self.python = python
+        self.folder = path / name  # what the child writes (outputs, saved models)
+        self.folder.mkdir()
+        environ = {**os.environ, "PYTHONPATH": str(path), "GLOG_minloglevel": "3", **env}
+        # One op-library cache folder for both builds would hand one build's library to the
+        # other; without the variables each build keeps its own (the folder hashes its kernels).
+        for var in ("FUSEBRIDGE_PADDLE_CACHE", "FUSEBRIDGE_MXNET_CACHE"):
+            environ.pop(var, None)
+        cmd = [python, "-m", module, "--worker", str(self.folder), *args]
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=path, env=environ
+        )
+        self.ready = self._read()
+
+    def _read(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"benchmark child exited with {self.proc.wait()}")
+        return json.loads(line)
+
+    def ask(self, request: dict) -> dict:
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()

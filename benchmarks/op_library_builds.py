@@ -35,7 +35,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,7 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import machine, markdown_table
+from benchmarks.common import BuildChild, machine, markdown_table
+
+MODULE = "benchmarks.op_library_builds"
 
 # (T, N, IC, OC): the case of benchmarks/paddle_ops_threads.py, one sentence, a wider one.
 GRU_SHAPES = ((50, 16, 128, 128), (20, 1, 128, 128), (30, 4, 256, 256))
@@ -189,41 +190,6 @@ def worker(framework: str, workdir: str, threads: int, repeat: int) -> None:
         print(json.dumps({"best_us": best, "median_us": median}), file=answers)
 
 
-class Child:
-    """A worker in `python`'s environment, answering one timing request at a time."""
-
-    def __init__(self, name: str, python: str, path: Path, args: list[str]):
-        self.python = python
-        self.folder = path / name  # its outputs
-        self.folder.mkdir()
-        # The child sees only this checkout's benchmarks package (a link in `path`), never the
-        # source tree of fusebridge, so it imports the build installed for `python`.
-        env = {**os.environ, "PYTHONPATH": str(path), "GLOG_minloglevel": "3"}
-        for var in ("FUSEBRIDGE_PADDLE_CACHE", "FUSEBRIDGE_MXNET_CACHE"):
-            env.pop(var, None)  # why: the module docstring
-        cmd = [python, "-m", "benchmarks.op_library_builds", "--worker", str(self.folder), *args]
-        self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=path, env=env
-        )
-        self.ready = self._read()
-
-    def _read(self) -> dict:
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"benchmark child exited with {self.proc.wait()}")
-        return json.loads(line)
-
-    def time(self, case: int) -> tuple[float, float]:
-        self.proc.stdin.write(json.dumps({"case": case}) + "\n")
-        self.proc.stdin.flush()
-        answer = self._read()
-        return answer["best_us"], answer["median_us"]
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait()
-
-
 def run(framework: str, base: str, this: str, quick: bool, rounds: int, threads: int) -> str:
     repeat = 10 if quick else 50  # timed calls per round
     rows = []
@@ -234,8 +200,8 @@ def run(framework: str, base: str, this: str, quick: bool, rounds: int, threads:
         args = ["--framework", framework, "--threads", str(threads), "--repeat", str(repeat)]
         # One after the other: two first runs of one build (an A/A run) would build its op
         # library into the same cache folder at once.
-        children = {"base": Child("base", base, path, args)}
-        children["this"] = Child("this", this, path, args)
+        children = {"base": BuildChild("base", base, path, MODULE, args, {})}
+        children["this"] = BuildChild("this", this, path, MODULE, args, {})
         try:
             for i, name in enumerate(names):
                 a, b = (np.load(c.folder / f"out-{i}.npy") for c in children.values())
@@ -243,7 +209,8 @@ def run(framework: str, base: str, this: str, quick: bool, rounds: int, threads:
                 times: dict[str, list[tuple[float, float]]] = {n: [] for n in children}
                 for _ in range(rounds):
                     for n, child in children.items():  # base, then this
-                        times[n].append(child.time(i))
+                        answer = child.ask({"case": i})
+                        times[n].append((answer["best_us"], answer["median_us"]))
                 best = {n: min(t[0] for t in ts) for n, ts in times.items()}
                 med = {n: statistics.median(t[1] for t in ts) for n, ts in times.items()}
                 rows.append(

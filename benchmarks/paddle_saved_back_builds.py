@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -35,7 +34,9 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import paddle3_tagger
-from benchmarks.common import machine, markdown_table
+from benchmarks.common import BuildChild, machine, markdown_table
+
+MODULE = "benchmarks.paddle_saved_back_builds"
 
 BATCHES = (1, 16, 64)
 SEED = 0  # paddle_comparison.compare_with_paddle's default: the batches benchmarks report
@@ -90,44 +91,6 @@ def worker(model: str, workdir: str, threads: int, repeat: int) -> None:
         print(json.dumps({"ms": best, "median_ms": median}), file=answers)
 
 
-class Child:
-    """A worker in `python`'s environment, answering one timing request at a time."""
-
-    def __init__(self, name: str, python: str, path: Path, model: Path, threads: int, repeat: int):
-        self.python = python
-        self.folder = path / name  # its saved-back model, batches and outputs
-        self.folder.mkdir()
-        # The child sees only this checkout's benchmarks package (a link in `path`), never the
-        # source tree of fusebridge, so it imports the build installed for `python`.
-        env = {**os.environ, "PYTHONPATH": str(path), "GLOG_minloglevel": "3"}
-        # Paddle Inference's math library takes its count from the predictor's config; OpenMP
-        # libraries loaded beside it start with this one (paddle_comparison's peers do the same).
-        env["OMP_NUM_THREADS"] = str(threads)
-        env.pop("FUSEBRIDGE_PADDLE_CACHE", None)  # why: the module docstring
-        args = [python, "-m", "benchmarks.paddle_saved_back_builds", "--worker"]
-        args += [str(model), str(self.folder), str(threads), str(repeat)]
-        self.proc = subprocess.Popen(
-            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=path, env=env
-        )
-        self.ready = self._read()
-
-    def _read(self) -> dict:
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"benchmark child exited with {self.proc.wait()}")
-        return json.loads(line)
-
-    def time(self, batch: int) -> tuple[float, float]:
-        self.proc.stdin.write(json.dumps({"batch": batch}) + "\n")
-        self.proc.stdin.flush()
-        answer = self._read()
-        return answer["ms"], answer["median_ms"]
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait()
-
-
 def _arrays(path: Path) -> dict[str, np.ndarray]:
     with np.load(path, allow_pickle=False) as f:
         return {name: f[name] for name in f.files}
@@ -157,8 +120,12 @@ def run(base: str, quick: bool, rounds: int, threads: int) -> str:
         model = paddle3_tagger.save(path / "tagger")
         # One after the other: two first runs of the same build would build its op library
         # into the same cache folder at once.
-        children = {"base": Child("base", base, path, model, threads, repeat)}
-        children["this"] = Child("this", sys.executable, path, model, threads, repeat)
+        # Paddle Inference's math library takes its count from the predictor's config; OpenMP
+        # libraries loaded beside it start with this one (paddle_comparison's peers do the same).
+        env = {"OMP_NUM_THREADS": str(threads)}
+        args = [str(model), str(threads), str(repeat)]
+        children = {"base": BuildChild("base", base, path, MODULE, args, env)}
+        children["this"] = BuildChild("this", sys.executable, path, MODULE, args, env)
         rows = []
         try:
             for n in BATCHES:
@@ -171,7 +138,8 @@ def run(base: str, quick: bool, rounds: int, threads: int) -> str:
                 times: dict[str, list[tuple[float, float]]] = {name: [] for name in children}
                 for _ in range(rounds):
                     for name, child in children.items():  # base, then this
-                        times[name].append(child.time(n))
+                        answer = child.ask({"batch": n})
+                        times[name].append((answer["ms"], answer["median_ms"]))
                 best = {name: min(t[0] for t in ts) for name, ts in times.items()}
                 median = {name: statistics.median(t[1] for t in ts) for name, ts in times.items()}
                 rows.append(
@@ -225,7 +193,7 @@ def main() -> None:
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        model, workdir, threads, repeat = args.worker
+        workdir, model, threads, repeat = args.worker
         return worker(model, workdir, int(threads), int(repeat))
     if not args.base:
         parser.error("--base is required")
