@@ -18,7 +18,7 @@ from fusebridge.errors import Error
 CSRC = Path(__file__).parent / "csrc"
 # philox.hpp is the CPU build's own header: one generator source for both engines.
 KERNELS_CSRC = Path(__file__).parents[1] / "kernels" / "csrc"
-SOURCES = ("dropout.cu", "softmax_dropout.cu")
+SOURCES = ("dropout.cu", "softmax_dropout.cu", "gru.cu", "sequence.cu")
 HEADERS = (CSRC / "common.cuh", KERNELS_CSRC / "philox.hpp")
 CACHE_ENV = "FUSEBRIDGE_CUDA_CACHE"
 OPTIONS = ("-std=c++17", "--ptxas-options=-v", "-DNDEBUG")

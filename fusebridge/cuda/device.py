@@ -5,7 +5,10 @@ gpu_bench.tune, variants of the kernels' tuning constants.
 
 Both are a `Launcher`: an array module (`xp`), a name for descriptors (`device`) and `launch`,
 which runs a kernel over a number of warps' worth of work. The kernels loop grid-stride over
-whole warps, so a launcher may pick any grid and any block of a multiple of 32 threads."""
+whole warps, so a launcher may pick any grid and any block of a multiple of 32 threads.
+`launch_grid` runs a kernel on a grid its caller chose: the GRU's kernels, whose persistent
+recurrence is a cooperative launch (every block resident at once, `resident_blocks` says how
+many can be) synchronised by a grid barrier of its own."""
 
 from __future__ import annotations
 
@@ -31,8 +34,21 @@ class Launcher(Protocol):
     device: str  # part of every descriptor: "cuda:0", "emulated"
 
     def launch(self, source: str, kernel: str, warps: int, args: Sequence[object]) -> None: ...
+    def launch_grid(
+        self,
+        source: str,
+        kernel: str,
+        grid: int,
+        block: int,
+        args: Sequence[object],
+        *,
+        shared_bytes: int = 0,
+        cooperative: bool = False,
+    ) -> None: ...
+    def resident_blocks(self, source: str, kernel: str, block: int, shared_bytes: int) -> int: ...
     def empty(self, shape: Sequence[int], dtype: object, *, zeros: bool = False) -> Any: ...
     def upload(self, host: np.ndarray) -> Any: ...
+    def download(self, device_array: Any) -> np.ndarray: ...
 
 
 def cupy_module():
@@ -101,6 +117,55 @@ class CupyDevice:
     def upload(self, host: np.ndarray) -> Any:
         with self.xp.cuda.Device(self.index):
             return self.xp.asarray(host)
+
+    def download(self, device_array: Any) -> np.ndarray:
+        return self.xp.asnumpy(device_array)
+
+    def cooperative_function(self, source: str, kernel: str, shared_bytes: int) -> Any:
+        """The kernel from a module loaded for cooperative launches (CuPy then launches with
+        cuLaunchCooperativeKernel, which refuses a grid that cannot be resident at once rather
+        than letting a grid barrier wait forever), allowed `shared_bytes` of dynamic shared
+        memory."""
+        key = (source, kernel, "cooperative")
+        fn = self._functions.get(key)
+        if fn is None:
+            cubin = compile_source(source, self.arch, self.defines)
+            with self.xp.cuda.Device(self.index):
+                module = self.xp.RawModule(path=str(cubin.path), enable_cooperative_groups=True)
+                fn = self._functions[key] = module.get_function(kernel)
+        if shared_bytes > fn.max_dynamic_shared_size_bytes:
+            fn.max_dynamic_shared_size_bytes = shared_bytes
+        return fn
+
+    def resident_blocks(self, source: str, kernel: str, block: int, shared_bytes: int) -> int:
+        """How many blocks of `block` threads and `shared_bytes` of dynamic shared memory the
+        whole device holds at once (the occupancy calculator's count per SM, times the SMs)."""
+        fn = self.cooperative_function(source, kernel, shared_bytes)
+        driver = self.xp.cuda.driver
+        with self.xp.cuda.Device(self.index):
+            per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                fn.kernel.ptr, block, shared_bytes
+            )
+        return per_sm * self.sm_count
+
+    def launch_grid(
+        self,
+        source: str,
+        kernel: str,
+        grid: int,
+        block: int,
+        args: Sequence[object],
+        *,
+        shared_bytes: int = 0,
+        cooperative: bool = False,
+    ) -> None:
+        args = tuple(np.uint64(0) if a is None else a for a in args)
+        with self.xp.cuda.Device(self.index):
+            if cooperative:
+                fn = self.cooperative_function(source, kernel, shared_bytes)
+            else:
+                fn = self.function(source, kernel)
+            fn((grid,), (block,), args, shared_mem=shared_bytes)
 
     def launch(self, source: str, kernel: str, warps: int, args: Sequence[object]) -> None:
         per_block = BLOCK_THREADS // 32

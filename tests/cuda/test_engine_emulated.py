@@ -7,11 +7,9 @@ of matmul_dropout is numpy's here (its epilogue is ours and runs emulated)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import pytest
-from helpers.cuda_emulator import Emulator, build_harness, compiler
+from helpers.cuda_emulator import EmulatedLauncher, Emulator, build_harness, compiler
 
 from fusebridge.cuda import build, device, gpu_cases
 from fusebridge.cuda.gpu_bench import TUNE_DROPOUT, TUNE_SOFTMAX
@@ -21,35 +19,6 @@ pytestmark = pytest.mark.skipif(compiler() is None, reason="the emulator needs g
 KERNELS = [
     f"dropout_{kind}_{suffix}" for kind in ("forward", "apply") for suffix in ("f32", "f16", "bf16")
 ] + ["softmax_dropout_forward", "softmax_dropout_backward"]
-
-
-class EmulatedLauncher:
-    """fusebridge.cuda.device's Launcher on the emulator: numpy arrays for device memory, and a
-    launch shape of our choosing (the kernels must give the same bits for any)."""
-
-    xp = np
-
-    def __init__(self, emulator: Emulator, block: int, max_grid: int) -> None:
-        self.emulator, self.block, self.max_grid = emulator, block, max_grid
-        # Part of every descriptor, so primitives cached for one shape never serve another.
-        self.device = f"emulated:{block}x{max_grid}"
-        self.launches: list[tuple[str, int, int]] = []
-
-    def launch(self, source: str, kernel: str, warps: int, args: Sequence[object]) -> None:
-        grid = max(1, min(-(-warps // (self.block // 32)), self.max_grid))
-        self.launches.append((kernel, grid, self.block))
-        self.emulator.launch(kernel, grid, self.block, args)
-
-    def empty(self, shape, dtype, *, zeros=False):
-        # Poisoned, not zero: a kernel that leaves an element unwritten shows.
-        if zeros:
-            return np.zeros(shape, dtype)
-        out = np.empty(shape, dtype)
-        out.reshape(-1).view(np.uint8)[...] = 0xA5
-        return out
-
-    def upload(self, host):
-        return np.array(host, copy=True)
 
 
 def _emulator(folder, defines=()) -> Emulator:

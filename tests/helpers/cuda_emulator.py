@@ -260,3 +260,47 @@ class Emulator:
 def _bytes_of(root: np.ndarray) -> np.ndarray:
     """The memory of a C-contiguous array as a flat uint8 view (a view: writes land in it)."""
     return root.reshape(-1).view(np.uint8)
+
+
+class EmulatedLauncher:
+    """fusebridge.cuda.device's Launcher on the emulator: numpy arrays for device memory, and a
+    launch shape of our choosing (the kernels must give the same bits for any)."""
+
+    xp = np
+
+    def __init__(self, emulator: Emulator, block: int, max_grid: int, resident: int = 4) -> None:
+        self.emulator, self.block, self.max_grid = emulator, block, max_grid
+        self.resident = resident
+        # Part of every descriptor, so primitives cached for one shape never serve another.
+        self.device = f"emulated:{block}x{max_grid}r{resident}"
+        self.launches: list[tuple[str, int, int]] = []
+
+    def launch(self, source: str, kernel: str, warps: int, args: Sequence[object]) -> None:
+        grid = max(1, min(-(-warps // (self.block // 32)), self.max_grid))
+        self.launches.append((kernel, grid, self.block))
+        self.emulator.launch(kernel, grid, self.block, args)
+
+    def launch_grid(self, source, kernel, grid, block, args, *, shared_bytes=0, cooperative=False):
+        self.launches.append((kernel, grid, block))
+        self.emulator.launch(
+            kernel, grid, block, args, shared_bytes=shared_bytes, cooperative=cooperative
+        )
+
+    def resident_blocks(self, source, kernel, block, shared_bytes):
+        # As a GPU of `resident` SMs holding one such block each: the callers' grids then
+        # differ from test to test as they do from one GPU model to another.
+        return self.resident
+
+    def empty(self, shape, dtype, *, zeros=False):
+        # Poisoned, not zero: a kernel that leaves an element unwritten shows.
+        if zeros:
+            return np.zeros(shape, dtype)
+        out = np.empty(shape, dtype)
+        out.reshape(-1).view(np.uint8)[...] = 0xA5
+        return out
+
+    def upload(self, host):
+        return np.array(host, copy=True)
+
+    def download(self, device_array):
+        return np.array(device_array, copy=True)

@@ -9,6 +9,14 @@ typedef unsigned char uint8_t;
 typedef unsigned short uint16_t;
 #endif
 
+// A kernel's dynamic shared memory (the launch's shared_bytes), as a pointer `name` to T. The
+// emulator defines its own before this header: there each block has a buffer of its own.
+#ifndef FB_DYNAMIC_SHARED
+#define FB_DYNAMIC_SHARED(T, name) \
+    extern __shared__ __align__(16) unsigned char fb_dynamic_shared_[]; \
+    T* name = reinterpret_cast<T*>(fb_dynamic_shared_)
+#endif
+
 namespace fusebridge {
 namespace cuda {
 

@@ -1,0 +1,2 @@
+// The fused GRU on the GPU (in progress).
+#include "common.cuh"

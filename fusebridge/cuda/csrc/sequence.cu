@@ -1,0 +1,2 @@
+// Sequence kernels on the GPU (in progress).
+#include "common.cuh"
