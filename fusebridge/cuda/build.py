@@ -166,6 +166,14 @@ BUDGETS = {
     "dropout_apply": Resources(56, 0, 0, 0, 0),
     "softmax_dropout_forward": Resources(80, 0, 0, 0, 0),
     "softmax_dropout_backward": Resources(128, 0, 0, 0, 0),
+    # sequence.cu, no launch bounds beyond the block: 64 on sm_80 (40 on sm_90), 28.
+    "crf_decoding": Resources(64, 0, 0, 0, 0),
+    "lod_to_padded": Resources(28, 0, 0, 0, 0),
+    "padded_to_lod": Resources(28, 0, 0, 0, 0),
+    # gru.cu: 64 on both (the projection's 4 x 4 tile, the recurrence's 4 units x 3 gates of
+    # sums); the projection's two 16 x 64 float tiles; the recurrence's Wh slice is dynamic.
+    "gru_projection": Resources(64, 0, 0, 0, 8192),
+    "gru_recurrence": Resources(64, 0, 0, 0, 0),
 }
 
 

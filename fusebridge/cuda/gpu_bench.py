@@ -178,9 +178,87 @@ def _matmul_row(m: int, k: int, n: int, calls: int) -> dict:
     return _row(f"matmul_dropout [{m},{k}]x[{k},{n}]", times, "ours matmul_dropout")
 
 
+GRU_SENTENCES = (1, 16, 64, 256)
+GRU_HIDDEN = (128, 512)
+
+
+def gru_rows() -> list[dict]:
+    """fusion_gru against torch.nn.GRU (cuDNN) over sentences of 5..60 words, input size =
+    hidden; torch gets them as a packed sequence (pack_padded_sequence of the padded batch,
+    lengths on the host, inside the timed call, as a user calls it), ours as LoD rows."""
+    import torch
+
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    rng = np.random.default_rng(0)
+    rows = []
+    for hidden in GRU_HIDDEN:
+        for bidirectional in (False, True):
+            gru = torch.nn.GRU(hidden, hidden, bidirectional=bidirectional).cuda().eval()
+            kernel = cuda.GRUKernel(
+                cuda.pack_gru_weights(*_canonical_weights(gru)),
+                direction="bidirectional" if bidirectional else "forward",
+                linear_before_reset=True,
+            )
+            for n in GRU_SENTENCES:
+                rows.append(_gru_row(kernel, gru, rng.integers(5, 61, n)))
+    return rows
+
+
+def _canonical_weights(gru) -> list[np.ndarray]:
+    """torch.nn.GRU's layer 0 as canonical wx, wh, bias, bias_h: gates (r, z, n) reordered to
+    (u, r, c), matrices transposed to act from the right."""
+    h, d = gru.hidden_size, 2 if gru.bidirectional else 1
+
+    def stacked(name: str) -> np.ndarray:
+        per_dir = [getattr(gru, name + ("_reverse" if k else "")).detach().cpu().numpy()
+                   for k in range(d)]  # fmt: skip
+        return np.stack([np.concatenate([w[h : 2 * h], w[:h], w[2 * h :]]) for w in per_dir])
+
+    return [
+        stacked("weight_ih_l0").transpose(0, 2, 1),
+        stacked("weight_hh_l0").transpose(0, 2, 1),
+        stacked("bias_ih_l0"),
+        stacked("bias_hh_l0"),
+    ]
+
+
+def _gru_row(kernel, gru, lens: np.ndarray) -> dict:
+    import cupy
+    import torch
+
+    n, hidden, d = len(lens), gru.hidden_size, 2 if gru.bidirectional else 1
+    offsets = np.concatenate([[0], np.cumsum(lens)])
+    words = int(offsets[-1])
+    x = cupy.random.standard_normal((words, hidden), dtype=np.float32)
+    xt = torch.as_tensor(x, device="cuda")
+    padded = torch.zeros(int(lens.max()), n, hidden, device="cuda")
+    for i in range(n):
+        padded[: lens[i], i] = xt[offsets[i] : offsets[i + 1]]
+    lengths = torch.as_tensor(lens)
+    out = cupy.empty((words, d * hidden), np.float32)
+
+    def torch_call():
+        with torch.no_grad():
+            packed = torch.nn.utils.rnn.pack_padded_sequence(padded, lengths, enforce_sorted=False)
+            return gru(packed)
+
+    times = compare(
+        {
+            "ours fusion_gru": lambda: kernel(x, offsets=offsets, out=out),
+            "torch nn.GRU (cuDNN), packed": torch_call,
+        },
+        calls=5,
+    )
+    kind = "bidirectional" if d == 2 else "forward"
+    return _row(
+        f"gru {kind} hidden {hidden}, {n} sentences ({words} words)", times, "ours fusion_gru"
+    )
+
+
 def run_all() -> list[dict]:
     rows = []
-    for part in (dropout_rows, softmax_rows, matmul_rows, tune):
+    for part in (dropout_rows, softmax_rows, matmul_rows, gru_rows, tune):
         try:
             rows.extend(part())
         except Exception as exc:

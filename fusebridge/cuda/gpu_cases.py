@@ -11,7 +11,7 @@ compute-sanitizer)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import ml_dtypes
@@ -271,12 +271,23 @@ def interop_cases(io: Arrays, small: bool = False) -> Iterator[dict]:
     yield _case("dropout of a torch CUDA tensor", _same_bits(io.host(y), want))
 
 
-def run_all(io: Arrays | None = None, small: bool = False) -> list[dict]:
-    """Every case; on a GPU (io None: CuPy) also a torch tensor as input."""
-    families = [dropout_cases, softmax_cases, matmul_cases]
-    if io is None:
+DROPOUT_FAMILIES = (dropout_cases, softmax_cases, matmul_cases)
+
+
+def run_all(
+    io: Arrays | None = None, small: bool = False, families: Sequence[Callable] | None = None
+) -> list[dict]:
+    """Every case (or those of `families`); on a GPU (io None: CuPy) also a torch tensor as
+    input, and the GRU at the sizes of real taggers."""
+    from fusebridge.cuda import gru_cases, sequence_cases  # they build on this module
+
+    gpu = io is None
+    if families is None:
+        gru = gru_cases.gru_cases_on_gpu if gpu else gru_cases.gru_cases
+        families = [*DROPOUT_FAMILIES, gru, sequence_cases.run_all]
+        families += [interop_cases] if gpu else []
+    if gpu:
         io = _cupy_arrays()
-        families.append(interop_cases)
     results = []
     for cases in families:
         try:

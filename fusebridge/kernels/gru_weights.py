@@ -78,21 +78,16 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def pack_gru_weights(
+def canonical_gru_weights(
     wx: np.ndarray | None,
     wh: np.ndarray,
-    bias: np.ndarray | None = None,
-    bias_h: np.ndarray | None = None,
-) -> GRUWeights:
-    """Pack canonical weights (gate order update, reset, candidate): wx [D, IC, 3*OC],
-    wh [D, OC, 3*OC], bias and bias_h [D, 3*OC]; D may be left out for one direction. Values
-    are converted to float32 once, here.
-
-    wx None: no input projection. fusion_gru then takes x as the gates already projected,
-    [..., D*3*OC] (direction d's [u | r | c] at columns d*3*OC), and adds bias and bias_h as
-    with a projection: Paddle's unfused `gru` op, whose input is the projected [words, 3*OC],
-    runs this way, without multiplying by an identity Wx."""
-    op = "pack_gru_weights"
+    bias: np.ndarray | None,
+    bias_h: np.ndarray | None,
+    op: str,
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]:
+    """Canonical weights checked and as float32 with the D axis: wx [D, IC, 3*OC] (or None),
+    wh [D, OC, 3*OC], bias and bias_h [D, 3*OC] (zeros where not given). What both engines'
+    packers start from."""
     wh = _with_directions(_real(wh, op, "wh"), 3, op, "wh", "[D, OC, 3*OC]")
     if wx is None:
         d, oc = wh.shape[:2]
@@ -111,18 +106,41 @@ def pack_gru_weights(
             f"{op}: wx [D, IC, 3*OC] and wh [D, OC, 3*OC] disagree: wx "
             f"{None if wx is None else wx.shape}, wh {wh.shape}"
         )
+    return (
+        None if wx is None else np.ascontiguousarray(wx, np.float32),
+        np.ascontiguousarray(wh, np.float32),
+        np.ascontiguousarray(_bias(bias, d, oc, op, "bias")),
+        np.ascontiguousarray(_bias(bias_h, d, oc, op, "bias_h")),
+    )
+
+
+def pack_gru_weights(
+    wx: np.ndarray | None,
+    wh: np.ndarray,
+    bias: np.ndarray | None = None,
+    bias_h: np.ndarray | None = None,
+) -> GRUWeights:
+    """Pack canonical weights (gate order update, reset, candidate): wx [D, IC, 3*OC],
+    wh [D, OC, 3*OC], bias and bias_h [D, 3*OC]; D may be left out for one direction. Values
+    are converted to float32 once, here.
+
+    wx None: no input projection. fusion_gru then takes x as the gates already projected,
+    [..., D*3*OC] (direction d's [u | r | c] at columns d*3*OC), and adds bias and bias_h as
+    with a projection: Paddle's unfused `gru` op, whose input is the projected [words, 3*OC],
+    runs this way, without multiplying by an identity Wx."""
+    op = "pack_gru_weights"
+    wx, wh, b, bh = canonical_gru_weights(wx, wh, bias, bias_h, op)
+    d, oc = wh.shape[:2]
+    ic = d * 3 * oc if wx is None else wx.shape[1]
     # The compiled packer (csrc/gru.cpp) is the one writer of the layout: the framework op
     # libraries' weights are packed by the same code.
-    b = np.ascontiguousarray(_bias(bias, d, oc, op, "bias"))
-    bh = np.ascontiguousarray(_bias(bias_h, d, oc, op, "bias_h"))
     ocp = -(-oc // BLOCK) * BLOCK
     packed_wx = None if wx is None else _aligned_empty((d, ocp // BLOCK, ic, 3, BLOCK))
     packed_wh = _aligned_empty((d, ocp // BLOCK, oc, 3, BLOCK))
     bias_x, bias_hc = _aligned_empty((d, 3, ocp)), _aligned_empty((d, ocp))
     core._C.pack_gru_weights(
         d, 0 if wx is None else ic, oc,
-        None if wx is None else np.ascontiguousarray(wx, np.float32),
-        np.ascontiguousarray(wh, np.float32), b, bh, packed_wx, packed_wh, bias_x, bias_hc,
+        wx, wh, b, bh, packed_wx, packed_wh, bias_x, bias_hc,
     )  # fmt: skip
 
     return GRUWeights(

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import conventions, kernels
+from fusebridge import conventions
 from fusebridge.graph.builder import OpBuilder
 from fusebridge.kernels import reference
-from fusebridge.ops.common import OpDef, ReferenceOp, Run
+from fusebridge.ops.common import OpDef, ReferenceOp, Run, per_engine
 from fusebridge.ops.lod import lod_to_padded, padded_to_lod, sentence_bounds
 from fusebridge.ops.schema import OpSchema
 
@@ -35,10 +35,12 @@ CRF_DECODING_SCHEMA = OpSchema(
 )
 
 
-def _cpu(node: ir.Node, attrs: CRFDecodingAttributes, constants: dict, reuse: bool) -> Run:
+def _binding(
+    engine, node: ir.Node, attrs: CRFDecodingAttributes, constants: dict, reuse: bool
+) -> Run:
     def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         emission, offsets, transition, label = inputs
-        return [kernels.crf_decoding(emission, transition, offsets, label)]
+        return [engine.crf_decoding(emission, transition, offsets, label)]
 
     return run
 
@@ -178,4 +180,4 @@ def lower(op, node: ir.Node) -> list[ir.Value]:
     return [viterbi_graph(op, emission, offsets, transition, label)]
 
 
-OPS = (OpDef(CRF_DECODING_SCHEMA, CRFDecoding, {"cpu": _cpu}, lower),)
+OPS = (OpDef(CRF_DECODING_SCHEMA, CRFDecoding, per_engine(_binding), lower),)

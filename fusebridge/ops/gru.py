@@ -22,7 +22,7 @@ from fusebridge.graph.checks import describe
 from fusebridge.kernels import gru as gru_kernel
 from fusebridge.kernels import reference
 from fusebridge.kernels.sequence_layout import as_offsets, as_seq_lens
-from fusebridge.ops.common import OpDef, PlacementCost, Recurrence, ReferenceOp, Run
+from fusebridge.ops.common import OpDef, PlacementCost, Recurrence, ReferenceOp, Run, per_engine
 from fusebridge.ops.schema import Attribute, OpSchema
 
 ACTIVATIONS: tuple[str, ...] = tuple(gru_kernel.ACTIVATIONS)
@@ -139,7 +139,9 @@ def kernel_call(
     return [x, wx, wh, bias], kwargs
 
 
-def _cpu(node: ir.Node, attrs: GRUAttributes, constants: dict[int, np.ndarray], reuse: bool) -> Run:
+def _binding(
+    engine, node: ir.Node, attrs: GRUAttributes, constants: dict[int, np.ndarray], reuse: bool
+) -> Run:
     if node.op_type == "GRU" and attrs.direction == "bidirectional":
         raise ArgumentError(
             f"{describe(node)}: a projected input [words, 3*OC] serves one "
@@ -153,8 +155,8 @@ def _cpu(node: ir.Node, attrs: GRUAttributes, constants: dict[int, np.ndarray], 
         # Constant weights (every imported model): packed, and the primitive found, once.
         probe = [constants.get(i) for i in range(n_in)]
         (_, wx, wh, bias), kw = kernel_call(node.op_type, attrs, probe)
-        packed = kernels.pack_gru_weights(wx, wh, bias, kw["bias_h"])
-        prepared = kernels.GRUKernel(packed, **attrs.kernel_arguments())
+        packed = engine.pack_gru_weights(wx, wh, bias, kw["bias_h"])
+        prepared = engine.GRUKernel(packed, **attrs.kernel_arguments())
     lengths_name = "offsets" if attrs.layout == "lod" else "seq_lens"
 
     buffers = threading.local()  # per thread: runs of one Session may overlap in threads
@@ -165,7 +167,7 @@ def _cpu(node: ir.Node, attrs: GRUAttributes, constants: dict[int, np.ndarray], 
             gru, kw = prepared, {lengths_name: lengths, "h0": h0}
         else:
             (x, wx, wh, bias), kw = kernel_call(node.op_type, attrs, inputs)
-            gru = functools.partial(kernels.fusion_gru, wx=wx, wh=wh, bias=bias)
+            gru = functools.partial(engine.fusion_gru, wx=wx, wh=wh, bias=bias)
         if reuse:
             # Y is an intermediate nobody keeps after the run: writing it into last run's
             # buffer saves the page faults of a fresh one and the trim when it is freed.
@@ -379,6 +381,6 @@ _TRAITS = {
     "recurrence": Recurrence(),
     "cost": PlacementCost(_sizes, gru_us),
 }
-GRU_OP = OpDef(GRU_SCHEMA, GRU, {"cpu": _cpu}, **_TRAITS)
-FUSION_GRU = OpDef(FUSION_GRU_SCHEMA, FusionGRU, {"cpu": _cpu}, **_TRAITS)
+GRU_OP = OpDef(GRU_SCHEMA, GRU, per_engine(_binding), **_TRAITS)
+FUSION_GRU = OpDef(FUSION_GRU_SCHEMA, FusionGRU, per_engine(_binding), **_TRAITS)
 OPS = (GRU_OP, FUSION_GRU)

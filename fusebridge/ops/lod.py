@@ -9,11 +9,11 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import kernels
+from fusebridge.cuda.sequence import to_host
 from fusebridge.graph.builder import OpBuilder
 from fusebridge.kernels import reference
 from fusebridge.kernels.sequence_layout import as_offsets
-from fusebridge.ops.common import OpDef, ReferenceOp, Run
+from fusebridge.ops.common import OpDef, ReferenceOp, Run, per_engine
 from fusebridge.ops.schema import Attribute, OpSchema
 
 PADDED_LAYOUTS = ("tnc", "ntc")
@@ -50,22 +50,25 @@ PADDED_TO_LOD_SCHEMA = OpSchema(
 )
 
 
-def _to_padded_cpu(node: ir.Node, attrs: ReorderAttributes, constants: dict, reuse: bool) -> Run:
+def _to_padded(
+    engine, node: ir.Node, attrs: ReorderAttributes, constants: dict, reuse: bool
+) -> Run:
     def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
-        return [kernels.lod_to_padded(inputs[0], inputs[1], attrs.layout)[0]]
+        return [engine.lod_to_padded(inputs[0], inputs[1], attrs.layout)[0]]
 
     return run
 
 
-def _to_lod_cpu(node: ir.Node, attrs: ReorderAttributes, constants: dict, reuse: bool) -> Run:
+def _to_lod(engine, node: ir.Node, attrs: ReorderAttributes, constants: dict, reuse: bool) -> Run:
     def run(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         padded, offsets = inputs
         # No data array here says how many words the offsets split: their own last entry does
-        # (padded_to_lod checks each length against the padded steps).
-        arr = np.asarray(offsets)
+        # (padded_to_lod checks each length against the padded steps). The lengths are host
+        # integers on either engine: offsets on a device are downloaded.
+        arr = np.asarray(to_host(offsets, "padded_to_lod", "offsets"))
         words = int(arr[-1]) if arr.ndim == 1 and arr.size and arr.dtype.kind in "iu" else 0
         lengths = np.diff(as_offsets(arr, "padded_to_lod", words))
-        return [kernels.padded_to_lod(padded, lengths, attrs.layout)[0]]
+        return [engine.padded_to_lod(padded, lengths, attrs.layout)[0]]
 
     return run
 
@@ -168,6 +171,6 @@ def _lower_to_lod(op, node: ir.Node) -> list[ir.Value]:
     return [padded_to_lod(op, node.inputs[0], node.inputs[1], layout)]
 
 
-LOD_TO_PADDED = OpDef(LOD_TO_PADDED_SCHEMA, LoDToPadded, {"cpu": _to_padded_cpu}, _lower_to_padded)
-PADDED_TO_LOD = OpDef(PADDED_TO_LOD_SCHEMA, PaddedToLoD, {"cpu": _to_lod_cpu}, _lower_to_lod)
+LOD_TO_PADDED = OpDef(LOD_TO_PADDED_SCHEMA, LoDToPadded, per_engine(_to_padded), _lower_to_padded)
+PADDED_TO_LOD = OpDef(PADDED_TO_LOD_SCHEMA, PaddedToLoD, per_engine(_to_lod), _lower_to_lod)
 OPS = (LOD_TO_PADDED, PADDED_TO_LOD)

@@ -55,7 +55,10 @@ def _is_identity(node: ir.Node | None) -> bool:
     return node is not None and node.domain in ("", "ai.onnx") and node.op_type == "Identity"
 
 
-def kind(node: ir.Node) -> str:
+def kind(node: ir.Node, on_device: Callable[[ir.Node], bool] | None = None) -> str:
+    """Where node runs: "fusebridge" (our kernels), "alias", "control", "onnx" (an ONNX Runtime
+    partition) or, in a program on a device, "device" for a standard node that `on_device`
+    says the device implements (device_ops.py)."""
     if conventions.is_fusebridge(node):
         return "fusebridge"
     if _is_identity(node):
@@ -65,15 +68,14 @@ def kind(node: ir.Node) -> str:
         source = node
         while _is_identity(source) and source.inputs and source.inputs[0] is not None:
             source = source.inputs[0].producer()
-        return (
-            "alias" if source is None or _is_identity(source) or kind(source) != "onnx" else "onnx"
-        )
+        joins = source is not None and not _is_identity(source)
+        return "onnx" if joins and kind(source, on_device) == "onnx" else "alias"
     if node.domain in ("", "ai.onnx") and node.op_type in ("If", "Loop"):
         # Our ops inside: the control flow runs here, its bodies as programs of their own.
         inside = any(conventions.is_fusebridge(n) for g in subgraphs_within(node) for n in g)
         return "control" if inside else "onnx"
     if node.domain in ORT_DOMAINS:
-        return "onnx"
+        return "device" if on_device is not None and on_device(node) else "onnx"
     raise ArgumentError(
         f"Session: node {node.name!r} ({node.op_type}) has domain {node.domain!r}, which no "
         f"backend runs (ONNX Runtime runs the domains {list(ORT_DOMAINS)}, our kernels "
@@ -89,14 +91,17 @@ def ort_opsets(opset_imports: dict[str, int]) -> dict[str, int]:
     return found
 
 
-def handed_out(groups: list[list[ir.Node]], graph: ir.Graph) -> set[str]:
+def handed_out(
+    groups: list[list[ir.Node]], graph: ir.Graph, kind: Callable[[ir.Node], str] = kind
+) -> set[str]:
     """The names of the values whose arrays a run of `graph` may hand out: its outputs and,
     walking back, every input of a step that may return an input as its output. Identity steps
     do; If and Loop steps do (a branch may return a value from around it, a Loop that runs zero
-    times its initial values); so may our kernels (an inference Dropout of scale 1 returns its
-    input; counting every kernel keeps this true for ops added later, at the price of buffer
-    reuse for a kernel that only feeds another kernel's graph output). ONNX Runtime returns
-    arrays it allocated in that run, never a feed, an initializer or another output's."""
+    times its initial values); so may a device step (a Reshape's view); so may our kernels (an
+    inference Dropout of scale 1 returns its input; counting every kernel keeps this true for
+    ops added later, at the price of buffer reuse for a kernel that only feeds another kernel's
+    graph output). ONNX Runtime returns arrays it allocated in that run, never a feed, an
+    initializer or another output's."""
     out = {v.name for v in graph.outputs}
     for group in reversed(groups):  # a topological order: every reader before its producer
         node = group[0]

@@ -6,12 +6,17 @@ without copies).
 What run() returns belongs to the caller, as ONNX Runtime's results do: no later run writes
 into it, and it shares no memory with a feed, the Session's initializers or another result.
 
-backend="reference" runs the whole model on onnx.reference with the NumPy oracle of our ops."""
+backend="reference" runs the whole model on onnx.reference with the NumPy oracle of our ops.
+
+device="cuda" runs the program on the cuda engine's device (program.py says which steps run
+there and where the transfers are); run() hands out device arrays unless to_host=True."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
@@ -22,6 +27,7 @@ import onnx_ir as ir
 
 from fusebridge import conventions, ops
 from fusebridge import random as fbrandom
+from fusebridge.cuda.device import Launcher, current_launcher
 from fusebridge.errors import (
     ArgumentError,
     ArgumentTypeError,
@@ -35,6 +41,7 @@ from fusebridge.integrations import load
 from fusebridge.kernels.sequence_layout import as_offsets
 from fusebridge.lod_tensor import LoDTensor
 from fusebridge.ops.lowering import lower_to_standard
+from fusebridge.runtime.device_ops import is_metadata
 from fusebridge.runtime.feeds import Dims, FeedSpec, as_feed, check_lengths, check_names
 from fusebridge.runtime.onnx_partition import ort_runner
 from fusebridge.runtime.placement import Decision, Placement
@@ -87,7 +94,15 @@ class Session:
 
     placement: where each GRU with a standard ONNX form runs (runtime/placement.py): "cost"
     decides per run from the feeds' shapes and lengths (explain() says how), "kernels" puts
-    every one on our kernel, "onnxruntime" every one in ONNX Runtime."""
+    every one on our kernel, "onnxruntime" every one in ONNX Runtime. With device="cuda"
+    every one stays on our kernel (the device's), whatever placement says: the costs are the
+    CPU's.
+
+    device: "cpu" (the default), or "cuda" / "cuda:N": our ops and the standard ops of
+    runtime/device_ops.py run on the cuda engine's device, the rest in ONNX Runtime on the host
+    with transfers around it; feeds may be host or device arrays, outputs are device arrays
+    (LoDTensor outputs: device data, host offsets) unless run(..., to_host=True). The engine's
+    CudaUnavailableError where it cannot run."""
 
     def __init__(
         self,
@@ -95,6 +110,7 @@ class Session:
         *,
         backend: str = "kernels",
         placement: str = "cost",
+        device: str = "cpu",
     ) -> None:
         if isinstance(model, (str, os.PathLike)):
             model = load(model)
@@ -114,6 +130,10 @@ class Session:
             )
         self.backend = backend
         self._mode = placement
+        self.device = device
+        self._launcher = _launcher(device, backend)
+        if self._launcher is not None:
+            placement = "kernels"  # the costs are the CPU's: on the device, our kernel
         graph = model.graph
         check_graph(graph)
         # An input with an initializer of the same name (ONNX's default value) is a constant
@@ -125,6 +145,8 @@ class Session:
         self.input_names = self._logical(self._graph_inputs)
         self.output_names = self._logical(self._graph_outputs)
         self._lengths_feeds = self._lengths_of_kernels(graph)
+        # On a device, the feeds read on the host: offsets, lengths, the random state.
+        self._host_feeds = {n for n in self._specs if is_metadata(n) or n in self._lengths_feeds}
         self._fed_offsets = self._offsets_from_feeds(graph)
         self._plain_outputs = all(
             conventions.offsets_name(n) not in self._graph_outputs for n in self.output_names
@@ -173,7 +195,8 @@ class Session:
         self._fixed = self._last if placement != "cost" or not count else None
         self._forced = None if placement == "cost" else (placement == "kernels",) * count
         self._quick_ok = (
-            self._plain_outputs
+            self._launcher is None
+            and self._plain_outputs
             and not self._draws
             and self._logical(self._graph_inputs) == list(self._graph_inputs)
         )
@@ -243,11 +266,48 @@ class Session:
                 split = as_offsets(value.offsets, f"Session.run: {label}", data.shape[0])
                 env[offsets] = as_feed(f"{label} (its offsets)", split, self._specs[offsets], dims)
                 env[name] = data
+            elif self._launcher is not None:
+                env[name] = self._device_feed(label, name, value, dims)
             else:
                 env[name] = as_feed(label, value, self._specs[name], dims)
             if name in self._lengths_feeds:
                 check_lengths(label, env[name], self._lengths_feeds[name])
         return env
+
+    def _device_feed(self, label: str, name: str, value: object, dims: Dims) -> object:
+        """A feed of a Session on a device: a host array checked as on the cpu (the program
+        uploads it where a device step reads it, once a run), or a device array checked here
+        (cast only where no value changes), taken as it is. Feeds read on the host (offsets,
+        lengths, the random state) are downloaded."""
+        xp, spec = self._launcher.xp, self._specs[name]
+        arr = value if isinstance(value, xp.ndarray) and xp is not np else None
+        interfaces = ("__cuda_array_interface__", "__dlpack__")
+        if arr is None and not isinstance(value, (np.ndarray, np.generic)):
+            if any(hasattr(value, a) for a in interfaces):
+                try:
+                    cuda = hasattr(value, interfaces[0])
+                    arr = xp.asarray(value) if cuda else xp.from_dlpack(value)
+                except Exception as exc:  # the array module's own types
+                    raise ArgumentTypeError(
+                        f"Session.run: {label} is neither a numpy array nor an array on "
+                        f"{self._launcher.device}: {exc}"
+                    ) from None
+        if arr is None:
+            return as_feed(label, value, spec, dims)
+        if name in self._host_feeds:
+            return as_feed(label, self._launcher.download(arr), spec, dims)
+        want = spec.dtype or arr.dtype  # no declared type: any numeric array
+        if arr.dtype != want or want.kind not in "biufc":
+            # Cast only where no value can change: as_feed's checks of each value would read
+            # the whole array back to the host.
+            if want.kind not in "biufc" or not np.can_cast(arr.dtype, want, "safe"):
+                raise ArgumentTypeError(
+                    f"Session.run: {label} must be {spec.dtype or 'numeric'}, got a device "
+                    f"array of {arr.dtype}"
+                )
+            arr = arr.astype(want)
+        _check_dims(label, tuple(arr.shape), spec, dims)
+        return arr if arr.flags.c_contiguous else xp.ascontiguousarray(arr)
 
     def _rng_feeds(self, feeds: Feeds, rng: fbrandom.Key | None) -> Feeds:
         """feeds with rng_seed and rng_offset from the key, for a model explicit_rng made."""
@@ -286,12 +346,17 @@ class Session:
         *,
         rng: fbrandom.Key | None = None,
         profile: dict[str, float] | None = None,
+        to_host: bool = False,
     ) -> dict[str, np.ndarray | LoDTensor]:
         """Outputs by name. With `profile`, adds each step's seconds under its label.
 
         A model with the inputs rng_seed and rng_offset (fuse_passes.explicit_rng) takes them
         from `rng`, a fusebridge.random.Key, and returns the next free offset as
-        rng_offset_out: Key(rng.seed, out["rng_offset_out"]) continues the stream."""
+        rng_offset_out: Key(rng.seed, out["rng_offset_out"]) continues the stream.
+
+        to_host: on a device, download every output (numpy arrays, LoDTensors of host data);
+        without it outputs stay on the device, except offsets and rng_offset_out, which are
+        host arrays. A Session on the cpu hands out host arrays either way."""
         if profile is not None and not isinstance(profile, dict):
             raise ArgumentTypeError(
                 f"Session.run: profile must be a dict (label -> seconds), got "
@@ -301,6 +366,22 @@ class Session:
             quick = self._run_quick(feeds)
             if quick is not None:
                 return quick
+        if self._launcher is None:
+            return self._run(feeds, rng, profile, False)
+        if not isinstance(to_host, bool):
+            raise ArgumentTypeError(
+                f"Session.run: to_host must be a bool, got {type(to_host).__name__}"
+            )
+        with _on_device(self._launcher):
+            return self._run(feeds, rng, profile, to_host)
+
+    def _run(
+        self,
+        feeds: Feeds,
+        rng: fbrandom.Key | None,
+        profile: dict[str, float] | None,
+        to_host: bool,
+    ) -> dict[str, np.ndarray | LoDTensor]:
         feeds = self._rng_feeds(feeds, rng)
         dims: Dims = {}
         env = self._flatten_feeds(feeds, dims)
@@ -318,7 +399,10 @@ class Session:
         else:
             built = self._fixed or self._built_for(dims, env)
             built.program.run(env, profile)
-            owned = self._hand_out(env, built)
+            if self._launcher is None:
+                owned = self._hand_out(env, built)
+            else:
+                owned = self._hand_out_placed(env, built, to_host)
             taken = all(env[n] is feeds.get(n) for n in self._feed_names)  # no cast, no copy
             # Not for empty feeds: the quick path would hand them to ONNX Runtime's plain
             # session, which ends the process on some (the guarded one runs them:
@@ -337,7 +421,11 @@ class Session:
                 out[name] = LoDTensor._checked_already(owned[name], owned[offsets])
             else:  # computed in the graph (lod_reset): checked here
                 try:
-                    out[name] = LoDTensor(owned[name], offsets=owned[offsets])
+                    if self._launcher is None:
+                        out[name] = LoDTensor(owned[name], offsets=owned[offsets])
+                    else:  # LoDTensor() takes host data only; the offsets are on the host
+                        split = as_offsets(owned[offsets], "LoDTensor", owned[name].shape[0])
+                        out[name] = LoDTensor._checked_already(owned[name], split)
                 except Error as exc:
                     raise ExecutionError(
                         f"Session: the model's output {name!r} and its offsets {offsets!r} "
@@ -360,6 +448,22 @@ class Session:
         for name in self._graph_outputs:
             a = env[name]
             if any(np.may_share_memory(a, g) for g in guarded):
+                a = a.copy()
+            guarded.append(a)
+            owned[name] = a
+        return owned
+
+    def _hand_out_placed(self, env: dict, built: _Built, to_host: bool) -> dict[str, object]:
+        """_hand_out on a device: each output moved where it goes (the device, the host for
+        metadata and with to_host), then copied where it may share memory with a feed, an
+        array the Session keeps (an initializer or its device copy) or another output."""
+        xp = self._launcher.xp
+        guarded = [env[n] for n in built.fed_out] + built.kept
+        owned, moved = {}, {}
+        for name in self._graph_outputs:
+            where = "host" if to_host or is_metadata(name) else "device"
+            a = built.program.place(name, env[name], where, moved)
+            if any(_shares(xp, a, g) for g in guarded):
                 a = a.copy()
             guarded.append(a)
             owned[name] = a
@@ -451,7 +555,13 @@ class Session:
             graph = model.graph
             feeds = {v.name: v for v in graph.inputs if v.name in self._graph_inputs}
             program = Program(
-                graph, {}, feeds, model.opset_imports, main=True, checks=self._axes_checks
+                graph,
+                {},
+                feeds,
+                model.opset_imports,
+                main=True,
+                checks=self._axes_checks,
+                launcher=self._launcher,
             )
             built = _Built(program, list(self._graph_inputs))
             self.builds += 1
@@ -468,7 +578,58 @@ class Session:
         dims: Dims = {}
         env = self._flatten_feeds(self._rng_feeds(feeds, rng), dims)
         shapes = self.placement.shapes(dims, env)
+        if self._launcher is not None:
+            chosen = f"Session(device={self.device!r}) puts every candidate on our kernel"
+            return self.placement.explain(shapes, self._forced, chosen)
         if self._forced is not None:
             chosen = f"Session(placement={self._mode!r}) puts every candidate there"
             return self.placement.explain(shapes, self._forced, chosen)
         return self.placement.explain(shapes, self.placement.decide(shapes))
+
+
+def _launcher(device: object, backend: str) -> Launcher | None:
+    """None for device "cpu"; the cuda engine's launcher for "cuda" (CuPy's current device) or
+    "cuda:N", or the engine's CudaUnavailableError where it cannot run here."""
+    if isinstance(device, str) and device == "cpu":
+        return None
+    if not isinstance(device, str) or not re.fullmatch(r"cuda(:[0-9]+)?", device):
+        raise ArgumentError(f"Session: device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    if backend == "reference":
+        raise ArgumentError(
+            "Session: backend='reference' runs on the host (onnx.reference); device="
+            f"{device!r} needs backend='kernels'"
+        )
+    return current_launcher(int(device[5:]) if ":" in device else None)
+
+
+def _on_device(launcher: Launcher) -> contextlib.AbstractContextManager:
+    """CuPy's device context of the launcher's GPU, so that the array module's own operations
+    (device_ops, uploads) run on it with "cuda:N"; nothing under emulation."""
+    cuda, index = getattr(launcher.xp, "cuda", None), getattr(launcher, "index", None)
+    return contextlib.nullcontext() if cuda is None or index is None else cuda.Device(index)
+
+
+def _shares(xp: object, a: object, b: object) -> bool:
+    """np.may_share_memory for two host arrays, the array module's for two device arrays (CuPy
+    compares no host array with a device one: they never share)."""
+    a_device, b_device = isinstance(a, xp.ndarray), isinstance(b, xp.ndarray)
+    if xp is not np and a_device and b_device:
+        return bool(xp.may_share_memory(a, b))
+    return a_device == b_device and bool(np.may_share_memory(a, b))
+
+
+def _check_dims(label: str, got: tuple[int, ...], declared: FeedSpec, dims: Dims) -> None:
+    """A device feed's shape against its input's declaration (as_feed's check, on a shape)."""
+    if declared.dims is None:
+        return
+    if len(got) != len(declared.dims) or any(got[a] != d for a, d in declared.static):
+        raise ArgumentError(
+            f"Session.run: {label} is shaped {list(got)} where {declared.shape_text()} is declared"
+        )
+    for axis, d in declared.symbols:
+        size, other, other_axis = dims.setdefault(d, (got[axis], label, axis))
+        if size != got[axis]:
+            raise ArgumentError(
+                f"Session.run: {label} has {got[axis]} in dimension {axis}, but {other} has "
+                f"{size} in dimension {other_axis}, and the model declares both as {d!r}"
+            )

@@ -21,6 +21,8 @@ KERNELS = {
         for suffix in ("f32", "f16", "bf16")
     },
     "softmax_dropout.cu": {"softmax_dropout_forward", "softmax_dropout_backward"},
+    "gru.cu": {"gru_projection", "gru_recurrence"},
+    "sequence.cu": {"crf_decoding", "lod_to_padded", "padded_to_lod"},
 }
 
 

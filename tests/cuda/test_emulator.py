@@ -1,12 +1,14 @@
 """The CUDA emulator itself (tests/helpers/cuda_emulator.py): the kernels of
-emulator/sample_kernels.cu against numpy over several grids and blocks, and the bugs it must
-report (an access past a buffer, lanes that leave before or meet at different collectives).
+emulator/sample_kernels.cu against numpy over several grids and blocks, cooperative launches
+(a grid barrier) and dynamic shared memory, and the bugs it must report (an access past a
+buffer, lanes that leave before or meet at different collectives, a spin wait that never ends).
 
 No __init__.py in this folder on purpose: it would make tests/cuda the package `cuda` on
 sys.path, hiding the installed cuda-bindings (`cuda.bindings`) that torch and fusebridge.cuda
 import."""
 
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -51,11 +53,12 @@ def test_saxpy(emu, grid, block):
     np.testing.assert_array_equal(y, want)
 
 
-def test_thread_and_block_indices_of_a_3d_launch(emu):
+@pytest.mark.parametrize("cooperative", [False, True])
+def test_thread_and_block_indices_of_a_3d_launch(emu, cooperative):
     grid, block = (3, 2, 2), (8, 4, 2)
     nb, nt = 3 * 2 * 2, 8 * 4 * 2
     out = np.zeros((nb * nt, 2), np.uint32)
-    emu.launch("thread_ids", grid, block, [out])
+    emu.launch("thread_ids", grid, block, [out], cooperative=cooperative)
     want = np.stack(np.meshgrid(np.arange(nb), np.arange(nt), indexing="ij"), -1).reshape(-1, 2)
     np.testing.assert_array_equal(out, want)
 
@@ -174,6 +177,137 @@ def test_atomic_reductions(emu, grid, block):
     bits = v.view(np.uint32)
     want = [np.bitwise_and.reduce(bits), np.bitwise_xor.reduce(bits), bits.sum(dtype=np.uint32)]
     np.testing.assert_array_equal(u, want)
+
+
+# ---- cooperative launches and dynamic shared memory ----------------------------------------------
+
+SPIN_ROUNDS = 10000  # emu::kSpinRounds
+
+
+def grid_phases_model(data: np.ndarray, grid: int, block: int, phases: int) -> np.ndarray:
+    """What grid_phases leaves in its double buffer data[2][n]."""
+    n = grid * block
+    i = np.arange(n, dtype=np.uint64)
+    out = data.astype(np.uint64)
+    for p in range(phases):
+        k = 1 + p % (grid - 1) if grid > 1 else 0
+        out[1 - p % 2] = (out[p % 2][(i + k * block) % n] * 3 + i + p) & 0xFFFFFFFF
+    return out.astype(np.uint32)
+
+
+def grid_phases(emu, grid, block, phases, *, every_thread=False, absent=-1, cooperative=True):
+    data = rng().integers(0, 2**32, (2, grid * block), dtype=np.uint32)
+    want = grid_phases_model(data, grid, block, phases)
+    sync = np.zeros(2, np.uint32)
+    args = [np.int32(phases), np.int32(every_thread), np.int32(absent), data, sync]
+    emu.launch("grid_phases", grid, block, args, cooperative=cooperative)
+    np.testing.assert_array_equal(data, want)
+    np.testing.assert_array_equal(sync, [0, phases])
+
+
+@pytest.mark.parametrize("every_thread", [False, True])
+@pytest.mark.parametrize("grid, block", [(4, 64), (3, 96), (2, 32)])
+def test_grid_barrier_in_a_cooperative_launch(emu, grid, block, every_thread):
+    # Each phase reads what another block wrote in the one before.
+    grid_phases(emu, grid, block, 6, every_thread=every_thread)
+
+
+def test_a_grid_barrier_of_one_block_needs_no_cooperative_launch(emu):
+    grid_phases(emu, 1, 64, 4, cooperative=False)
+
+
+def test_barriers_without_collectives_are_not_taken_for_a_hang(emu):
+    # Every thread arrives for itself: no collective in the whole kernel, and between the
+    # phases only the arrivals' atomics show that the spinning threads get somewhere.
+    grid_phases(emu, 2, 32, 2 * SPIN_ROUNDS + 1, every_thread=True)
+
+
+def test_block_indices_are_each_threads_own_across_yields(emu):
+    out = np.zeros((4 * 64, 2), np.uint32)
+    emu.launch("block_ids_across_yields", 4, 64, [out], cooperative=True)
+    np.testing.assert_array_equal(out, np.repeat(np.arange(4), 64)[:, None].repeat(2, 1))
+
+
+@pytest.mark.parametrize("grid, block", [(1, 32), (3, 96), (4, 256), (2, 1000)])
+def test_block_barriers_in_a_cooperative_launch(emu, grid, block):
+    n = 5000
+    x = rng().integers(-100, 100, n).astype(np.float32)
+    out = np.zeros(grid, np.float32)
+    args = [np.int32(n), x, out]
+    emu.launch("block_sums_dynamic", grid, block, args, shared_bytes=4 * block, cooperative=True)
+    owner = (np.arange(n) % (grid * block)) // block
+    np.testing.assert_array_equal(out, np.bincount(owner, x, grid).astype(np.float32))
+
+
+def test_block_barrier_mismatch_in_a_cooperative_launch(emu):
+    with pytest.raises(EmulatorError, match=r"block \(0,0,0\).*__syncthreads: thread \(0,0,0\)"):
+        emu.launch("barrier_after_exit", 3, 64, [np.zeros(64, np.float32)], cooperative=True)
+    with pytest.raises(EmulatorError, match="meet at different collectives"):
+        emu.launch("mixed_collectives", 2, 32, [np.zeros(64, np.uint32)], cooperative=True)
+
+
+@pytest.mark.parametrize("cooperative", [False, True])
+def test_dynamic_shared_memory_is_each_blocks_own(emu, cooperative):
+    grid, block = 3, 64
+    before = np.zeros(grid * block, np.uint32)
+    after = np.zeros(grid * block, np.uint32)
+    args = [before, after]
+    emu.launch(
+        "shared_per_block", grid, block, args, shared_bytes=4 * block, cooperative=cooperative
+    )
+    assert (before == 0xA5A5A5A5).all()  # fresh and poisoned in every block
+    t = np.arange(block)
+    np.testing.assert_array_equal(
+        after.reshape(grid, block), np.arange(grid)[:, None] * 1000 + t[::-1]
+    )
+
+
+@pytest.mark.parametrize("n", [16, 0])
+def test_dynamic_shared_memory_overflow(emu, n):
+    # n == 0: a launch without dynamic shared memory gets a 0-byte allocation.
+    out = np.zeros(64, np.float32)
+    with pytest.raises(EmulatorError, match="AddressSanitizer: heap-buffer-overflow") as err:
+        emu.launch("shared_write_past_end", 2, 64, [np.int32(n), out], shared_bytes=4 * n)
+    assert "shared_write_past_end" in str(err.value)
+
+
+def test_grid_barrier_in_a_launch_that_is_not_cooperative(emu):
+    # Block 0 waits for blocks that run only once it has finished.
+    start = time.monotonic()
+    with pytest.raises(EmulatorError, match=r"block \(0,0,0\).*a spin wait that never ends"):
+        grid_phases(emu, 2, 64, 3, cooperative=False)
+    assert time.monotonic() - start < 60
+
+
+@pytest.mark.parametrize("every_thread", [False, True])
+def test_grid_barrier_that_a_block_never_reaches(emu, every_thread):
+    start = time.monotonic()
+    with pytest.raises(EmulatorError, match=r"block \(1,0,0\).*a spin wait that never ends"):
+        grid_phases(emu, 4, 64, 3, every_thread=every_thread, absent=0)
+    assert time.monotonic() - start < 60
+
+
+def test_cooperative_launch_size_is_bounded(emu):
+    args = [np.int32(0), np.float32(1), None, None]
+    with pytest.raises(EmulatorError, match="cooperative launch of 17 blocks of 1024 threads"):
+        emu.launch("saxpy", 17, 1024, args, cooperative=True)
+    emu.launch("saxpy", 17, 1024, args)  # one block after another: fine
+    with pytest.raises(EmulatorError, match="232449 bytes of dynamic shared memory"):
+        emu.launch("saxpy", 1, 32, args, shared_bytes=227 * 1024 + 1)
+
+
+@pytest.mark.parametrize(
+    "options, error",
+    [
+        ({"shared_bytes": -1}, ValueError),
+        ({"shared_bytes": 1.0}, TypeError),
+        ({"shared_bytes": True}, TypeError),
+        ({"cooperative": 1}, TypeError),
+    ],
+)
+def test_launch_options_are_checked(emu, options, error):
+    with pytest.raises(error):
+        emu.launch("saxpy", 1, 32, [np.int32(0), np.float32(1), None, None], **options)
 
 
 # ---- device memory: views share it ---------------------------------------------------------------

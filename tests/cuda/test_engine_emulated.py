@@ -46,7 +46,7 @@ def test_every_case_of_the_gpu_check_passes_emulated(emulator):
     """The whole case list, with a launch shape that makes every kernel loop grid-stride."""
     launcher = EmulatedLauncher(emulator, block=64, max_grid=3)
     with device.use_launcher(launcher):
-        results = gpu_cases.run_all(_host_io())
+        results = gpu_cases.run_all(_host_io(), families=gpu_cases.DROPOUT_FAMILIES)
     assert _failed(results) == []
     launched = {kernel for kernel, *_ in launcher.launches}
     assert launched == set(KERNELS)
@@ -56,7 +56,7 @@ def test_every_case_of_the_gpu_check_passes_emulated(emulator):
 def test_the_bits_do_not_depend_on_the_launch_shape(emulator, block, max_grid):
     launcher = EmulatedLauncher(emulator, block, max_grid)
     with device.use_launcher(launcher):
-        results = gpu_cases.run_all(_host_io(), small=True)
+        results = gpu_cases.run_all(_host_io(), True, gpu_cases.DROPOUT_FAMILIES)
     assert _failed(results) == []
 
 
@@ -94,5 +94,5 @@ def test_every_case_passes_under_other_tuning_constants(tmp_path_factory, define
     launcher = EmulatedLauncher(_emulator(tmp_path_factory.mktemp("variant"), defines), 64, 3)
     launcher.device += ",".join(defines)  # primitives of their own
     with device.use_launcher(launcher):
-        results = gpu_cases.run_all(_host_io())
+        results = gpu_cases.run_all(_host_io(), families=gpu_cases.DROPOUT_FAMILIES)
     assert _failed(results) == []

@@ -9,7 +9,14 @@ shuffle, a deadlock, ...) becomes an EmulatorError instead of ending the test se
 
 Arrays are device memory: the kernel reads them, and what it writes lands in them. Scalars
 must be numpy scalars of 4 or 8 bytes (np.int32, np.float64, ...), the width of the kernel's
-parameter. The blocks of a launch run one after another (see the header)."""
+parameter. The blocks of a launch run one after another; with cooperative=True they all run
+at once (16384 threads at most), so that they may wait for each other at a grid barrier whose
+spin loop calls __nanosleep (a spin wait that never ends is an EmulatorError). shared_bytes is
+each block's dynamic shared memory, which the kernel reaches through FB_DYNAMIC_SHARED(T,
+name); it starts as 0xA5 bytes (see the header):
+
+    Emulator(exe).launch("step", grid=4, block=64, args=[...], shared_bytes=4096,
+                         cooperative=True)"""
 
 from __future__ import annotations
 
@@ -37,7 +44,7 @@ SANITIZER_ENV = {
     "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
 }
 SCALAR_TYPES = (np.int32, np.uint32, np.float32, np.int64, np.uint64, np.float64)
-MAGIC = b"FBEMU1\0\0"
+MAGIC = b"FBEMU2\0\0"
 # ASan's notice at the first swapcontext of every run; the emulator annotates its switches.
 ASAN_FIBER_WARNING = "ASan doesn't fully support makecontext/swapcontext"
 
@@ -186,11 +193,24 @@ class Emulator:
         grid: int | Sequence[int],
         block: int | Sequence[int],
         args: Sequence[object],
+        *,
+        shared_bytes: int = 0,
+        cooperative: bool = False,
     ) -> None:
         """Runs kernel `name` over `grid` x `block` with `args` (numpy arrays as pointers to
         their data, None as a null pointer, numpy scalars by value). Views of one array share
         its memory in the kernel, as they do on the host; afterwards every array the kernel
-        could reach holds what it wrote. What the kernel printed goes to sys.stdout."""
+        could reach holds what it wrote. What the kernel printed goes to sys.stdout.
+        `shared_bytes` of dynamic shared memory per block; `cooperative` runs every block at
+        once (cudaLaunchCooperativeKernel)."""
+        if isinstance(shared_bytes, (bool, np.bool_)) or not isinstance(
+            shared_bytes, (int, np.integer)
+        ):
+            raise TypeError(f"shared_bytes is an int, not {type(shared_bytes).__name__}")
+        if not 0 <= shared_bytes < 2**64:
+            raise ValueError(f"shared_bytes {shared_bytes} is not 0 .. 2**64 - 1")
+        if not isinstance(cooperative, (bool, np.bool_)):
+            raise TypeError(f"cooperative is a bool, not {type(cooperative).__name__}")
         roots: list[np.ndarray] = []
         index: dict[int, int] = {}  # id(root) -> buffer number
         encoded = []
@@ -211,6 +231,7 @@ class Emulator:
         raw_name = name.encode()
         call = [MAGIC, struct.pack("<I", len(raw_name)), raw_name]
         call.append(struct.pack("<6I", *_dim3(grid, "grid"), *_dim3(block, "block")))
+        call.append(struct.pack("<QB", int(shared_bytes), bool(cooperative)))
         call.append(struct.pack("<I", len(roots)))
         for root in roots:
             call += [struct.pack("<Q", root.nbytes), _bytes_of(root).tobytes()]

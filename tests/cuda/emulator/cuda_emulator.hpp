@@ -6,18 +6,31 @@
 // Execution model. The blocks of a launch run one after another (z, y, x order, x fastest),
 // never concurrently, all on the calling OS thread. Each thread of the running block is a
 // fiber (ucontext) with its own malloc'ed stack; the scheduler runs the fibers round-robin,
-// each until it reaches a collective (__syncthreads, __syncwarp, shuffles, votes) or returns.
-// A collective completes when every participant has arrived; any mistake that would leave it
-// waiting forever, or that CUDA leaves undefined, aborts with the kernel, block, thread and
-// what went wrong: a participant that has exited, lanes of a warp meeting at different
-// collectives or with different masks, a mask naming lanes the block does not have, a shuffle
-// reading a lane outside its mask, or a deadlock.
+// each until it reaches a collective (__syncthreads, __syncwarp, shuffles, votes), calls
+// __nanosleep (which only yields) or returns. A collective completes when every participant
+// of its block has arrived; any mistake that would leave it waiting forever, or that CUDA
+// leaves undefined, aborts with the kernel, block, thread and what went wrong: a participant
+// that has exited, lanes of a warp meeting at different collectives or with different masks,
+// a mask naming lanes the block does not have, a shuffle reading a lane outside its mask, a
+// deadlock, or a spin wait that never ends (see kSpinRounds).
 //
-// Since the blocks take turns on one OS thread, `__shared__` is `static`: function-static
+// A cooperative launch (launch_named(..., cooperative = true)) runs the fibers of every block
+// together, round-robin, so that blocks may wait for each other through global memory (a grid
+// barrier spinning on a volatile load with __nanosleep in the loop). The collectives stay per
+// block. Its stacks, kMaxCooperativeThreads at most, are allocated once for the launch.
+//
+// Since the fibers take turns on one OS thread, `__shared__` is `static`: function-static
 // storage is shared by the fibers of the running block (and keeps its contents from block to
-// block, which CUDA leaves undefined). Atomics are plain read-modify-writes for the same
-// reason. Not emulated: dynamic shared memory (`extern __shared__`), `static __shared__`
-// (the expansion says static twice), __activemask, and the memory model (no reordering).
+// block, which CUDA leaves undefined). In a cooperative launch that storage would be shared by
+// all the blocks at once, which is wrong and goes unnoticed: cooperative kernels must use
+// FB_DYNAMIC_SHARED only. Atomics are plain read-modify-writes for the same reason.
+//
+// Dynamic shared memory: FB_DYNAMIC_SHARED(T, name) (fusebridge/cuda/csrc/common.cuh spells
+// it for the GPU) declares `T* name`, the running block's own malloc of exactly the launch's
+// dynamic shared bytes, filled with 0xA5 so that reads of unwritten bytes show in results and
+// ASan reports any access past its end. With 0 bytes it points to a 0-byte allocation: any
+// access is an overflow. Not emulated: `extern __shared__` arrays, `static __shared__` (the
+// expansion says static twice), __activemask, and the memory model (no reordering).
 #pragma once
 
 // Every standard header first: the CUDA keywords below are macros, and the kernel sources'
@@ -57,6 +70,21 @@ struct dim3 {
 namespace emu {
 
 constexpr size_t kStackSize = 256 * 1024;
+// Every thread of a cooperative launch has its stack at once: 16384 of them reserve 4 GiB of
+// address space and take about 800 MiB under ASan (50 KiB each, 13 KiB without).
+constexpr uint64_t kMaxCooperativeThreads = 16384;
+// The most dynamic shared memory any GPU gives a block (sm_90: 227 KiB).
+constexpr size_t kMaxDynamicShared = 227 * 1024;
+constexpr unsigned char kSharedPoison = 0xA5;
+// A spin wait that never ends: this many scheduler rounds in a row in which every thread that
+// ran only called __nanosleep, and no thread arrived at a collective, exited or changed memory
+// by an atomic. A grid barrier that does end costs a round or two: its last arrival is an
+// atomic, and the spinners leave in the next round. Taken for a hang would be only threads
+// that release each other by plain stores alone (no atomic, collective or exit) for this many
+// rounds, e.g. a barrier of flags met 10000 times. Finding a hang costs this many switches per
+// spinning thread, about 0.7 us each under ASan: a second for 150 threads, two minutes for
+// 16384, within the Python side's timeout.
+constexpr int kSpinRounds = 10000;
 
 // Block-wide collectives first: is_block_op relies on the order.
 enum class Op { none, syncthreads, syncthreads_count, syncthreads_and, syncthreads_or,
@@ -72,8 +100,11 @@ inline const char* op_name(Op op) {
 
 inline bool is_block_op(Op op) { return op >= Op::syncthreads && op <= Op::syncthreads_or; }
 
+struct Block;
+
 struct Fiber {
     ucontext_t ctx;
+    Block* block = nullptr;  // the block this thread belongs to
     char* stack = nullptr;
     void* fake_stack = nullptr;  // ASan's fake stack of this fiber while switched out
     uint3 tid{};
@@ -87,22 +118,34 @@ struct Fiber {
     uint64_t result = 0;
 };
 
+// One block of the launch: its threads and the state of its block-wide collectives.
+struct Block {
+    uint3 idx{};
+    Fiber* fibers = nullptr;  // the launch's, nthreads of them
+    unsigned char* shared = nullptr;  // dynamic shared memory, the launch's bytes
+    // Counters, so that a barrier of 1024 threads costs O(n), not O(n^2).
+    int exited = 0;
+    int at_barrier = 0;  // threads waiting at barrier_op, a block-wide collective
+    Op barrier_op = Op::none;
+};
+
 struct Launch {
     const char* kernel = "?";
     dim3 grid, block;
-    uint3 block_idx{};
-    int nthreads = 0;
+    size_t shared_bytes = 0;
+    int nthreads = 0;  // per block
+    int nfibers = 0;  // the threads of the blocks that run together: one block, or the grid
     std::unique_ptr<Fiber[]> fibers;  // never moved: a saved ucontext_t points into itself
+    std::unique_ptr<Block[]> blocks;  // one, or the grid's in a cooperative launch
     Fiber* current = nullptr;
     ucontext_t sched_ctx;
     void (*body)(void*) = nullptr;  // runs the kernel once, in the current fiber
     void* body_arg = nullptr;
     const void* sched_stack_bottom = nullptr;
     size_t sched_stack_size = 0;
-    // Counters of the running block, so that a barrier of 1024 threads costs O(n), not O(n^2).
-    int exited = 0;
-    int at_barrier = 0;  // threads waiting at barrier_op, a block-wide collective
-    Op barrier_op = Op::none;
+    // Arrivals at collectives, exits and atomics that changed memory: what a round of the
+    // scheduler without any (only __nanosleep) cannot show.
+    uint64_t events = 0;
 };
 
 inline Launch* g_launch = nullptr;
@@ -110,10 +153,10 @@ inline Launch* g_launch = nullptr;
 [[noreturn]] __attribute__((format(printf, 1, 2))) inline void fail(const char* fmt, ...) {
     std::fprintf(stderr, "cuda emulator: ");
     if (const Launch* L = g_launch) {
-        std::fprintf(stderr, "kernel %s, block (%u,%u,%u)", L->kernel, L->block_idx.x,
-                     L->block_idx.y, L->block_idx.z);
+        std::fprintf(stderr, "kernel %s", L->kernel);
         if (const Fiber* f = L->current)
-            std::fprintf(stderr, ", thread (%u,%u,%u) [warp %d lane %d]", f->tid.x, f->tid.y,
+            std::fprintf(stderr, ", block (%u,%u,%u), thread (%u,%u,%u) [warp %d lane %d]",
+                         f->block->idx.x, f->block->idx.y, f->block->idx.z, f->tid.x, f->tid.y,
                          f->tid.z, f->index / 32, f->index % 32);
         std::fprintf(stderr, ": ");
     }
@@ -175,7 +218,7 @@ inline std::vector<Fiber*> participants(Launch& L, const Fiber& f) {
     std::vector<Fiber*> out;
     for (int i = is_block_op(f.op) ? 0 : f.index & ~31; i < L.nthreads; ++i) {
         if (!is_block_op(f.op) && i >= (f.index & ~31) + 32) break;
-        if (includes(f, i)) out.push_back(&L.fibers[i]);
+        if (includes(f, i)) out.push_back(&f.block->fibers[i]);
     }
     return out;
 }
@@ -216,7 +259,7 @@ inline void complete(Launch& L, const std::vector<Fiber*>& group) {
                 fail("%s(mask 0x%08x) reads lane %d, which is not in the mask", op_name(p->op),
                      p->mask, src);
             }
-            p->result = L.fibers[(p->index & ~31) + src].value;
+            p->result = p->block->fibers[(p->index & ~31) + src].value;
             break;
         }
         default: p->result = 0;
@@ -238,25 +281,26 @@ inline void complete(Launch& L, const std::vector<Fiber*>& group) {
 
 // Fiber f has arrived at a block-wide collective (its op set): wait for every thread.
 inline void arrive_block(Launch& L, Fiber& f) {
-    if (L.exited)
+    Block& B = *f.block;
+    if (B.exited)
         for (int i = 0; i < L.nthreads; ++i)
-            if (L.fibers[i].state == Fiber::done) fail_exited(f, L.fibers[i]);
+            if (B.fibers[i].state == Fiber::done) fail_exited(f, B.fibers[i]);
     // A lane of this warp waiting at a warp collective that names this one: each waits for
     // the other, neither can go on. Other warps' collectives cannot name this thread.
     for (int i = f.index & ~31; i < std::min(L.nthreads, (f.index & ~31) + 32); ++i) {
-        const Fiber& p = L.fibers[i];
+        const Fiber& p = B.fibers[i];
         if (p.state == Fiber::waiting && !is_block_op(p.op) && includes(p, f.index))
             fail_mismatch(f, p);
     }
-    if (L.at_barrier && f.op != L.barrier_op)
+    if (B.at_barrier && f.op != B.barrier_op)
         for (int i = 0; i < L.nthreads; ++i)
-            if (L.fibers[i].state == Fiber::waiting && L.fibers[i].op == L.barrier_op)
-                fail_mismatch(f, L.fibers[i]);
-    L.barrier_op = f.op;
-    if (++L.at_barrier < L.nthreads) return to_scheduler(L, f, false);
-    L.at_barrier = 0;
+            if (B.fibers[i].state == Fiber::waiting && B.fibers[i].op == B.barrier_op)
+                fail_mismatch(f, B.fibers[i]);
+    B.barrier_op = f.op;
+    if (++B.at_barrier < L.nthreads) return to_scheduler(L, f, false);
+    B.at_barrier = 0;
     std::vector<Fiber*> all(L.nthreads);
-    for (int i = 0; i < L.nthreads; ++i) all[i] = &L.fibers[i];
+    for (int i = 0; i < L.nthreads; ++i) all[i] = &B.fibers[i];
     complete(L, all);
 }
 
@@ -300,6 +344,7 @@ inline uint64_t arrive(Op op, unsigned mask, uint64_t value, int arg = 0, int wi
     }
     f.op = op, f.mask = is_block_op(op) ? 0 : mask, f.value = value, f.arg = arg, f.width = width;
     f.state = Fiber::waiting;
+    ++L.events;
     if (is_block_op(op))
         arrive_block(L, f);
     else
@@ -320,29 +365,32 @@ inline void fiber_main() {
 #endif
     L.body(L.body_arg);
     Fiber& f = *L.current;
+    Block& B = *f.block;
     f.state = Fiber::done;
-    ++L.exited;
-    for (int i = 0; i < L.nthreads && L.at_barrier; ++i)
-        if (L.fibers[i].state == Fiber::waiting && is_block_op(L.fibers[i].op))
-            fail_waits_for_exited(L.fibers[i]);
+    ++B.exited, ++L.events;
+    for (int i = 0; i < L.nthreads && B.at_barrier; ++i)
+        if (B.fibers[i].state == Fiber::waiting && is_block_op(B.fibers[i].op))
+            fail_waits_for_exited(B.fibers[i]);
     for (int i = f.index & ~31; i < std::min(L.nthreads, (f.index & ~31) + 32); ++i)
-        if (L.fibers[i].state == Fiber::waiting && includes(L.fibers[i], f.index))
-            fail_waits_for_exited(L.fibers[i]);
+        if (B.fibers[i].state == Fiber::waiting && includes(B.fibers[i], f.index))
+            fail_waits_for_exited(B.fibers[i]);
     to_scheduler(L, f, true);
     fail("a finished fiber was resumed");  // never: the scheduler skips done fibers
 }
 
-// Thread i of the block, ready to start the kernel. A function of its own: getcontext
+// Thread i of block B, ready to start the kernel. A function of its own: getcontext
 // "returns twice" in the compiler's eyes, which must not touch the caller's loop variables.
-inline void start_fiber(Launch& L, Fiber& f, int i) {
+inline void start_fiber(Launch& L, Fiber& f, Block& B, int i) {
     const unsigned bx = L.block.x, by = L.block.y;
+#if defined(__SANITIZE_ADDRESS__)
+    // The previous block's frames left their poisoned redzones on this stack. Not on a fresh
+    // one: that would write the shadow of all of it (512 MiB for 16384 threads).
+    if (f.block) ASAN_UNPOISON_MEMORY_REGION(f.stack, kStackSize);
+#endif
+    f.block = &B;
     f.index = i;
     f.tid = uint3{i % bx, (i / bx) % by, i / (bx * by)};
     f.state = Fiber::runnable, f.op = Op::none, f.fake_stack = nullptr;
-#if defined(__SANITIZE_ADDRESS__)
-    // The previous block's frames left their poisoned redzones on this stack.
-    ASAN_UNPOISON_MEMORY_REGION(f.stack, kStackSize);
-#endif
     getcontext(&f.ctx);
     f.ctx.uc_stack.ss_sp = f.stack;
     f.ctx.uc_stack.ss_size = kStackSize;
@@ -354,16 +402,38 @@ inline void start_fiber(Launch& L, Fiber& f, int i) {
     f.ctx.uc_stack.ss_size = 0;
 }
 
-// Runs one block: every fiber round-robin until all have returned.
-inline void run_block(Launch& L) {
-    L.exited = 0, L.at_barrier = 0;
-    for (int i = 0; i < L.nthreads; ++i) start_fiber(L, L.fibers[i], i);
+// Block B, ready to start: its threads, and dynamic shared memory of its own, poisoned.
+inline void start_block(Launch& L, Block& B, uint3 idx, Fiber* fibers) {
+    B.idx = idx, B.fibers = fibers, B.exited = 0, B.at_barrier = 0;
+    B.shared = static_cast<unsigned char*>(std::malloc(L.shared_bytes));
+    if (!B.shared && L.shared_bytes)
+        fail("out of memory for %zu bytes of dynamic shared memory", L.shared_bytes);
+    if (B.shared) std::memset(B.shared, kSharedPoison, L.shared_bytes);
+    for (int i = 0; i < L.nthreads; ++i) start_fiber(L, fibers[i], B, i);
+}
+
+// Runs the started fibers round-robin until all have returned.
+inline void run_fibers(Launch& L) {
+    int idle_rounds = 0;
     for (bool ran = true; ran;) {
         ran = false;
-        for (int i = 0; i < L.nthreads; ++i)
+        const uint64_t events = L.events;
+        for (int i = 0; i < L.nfibers; ++i)
             if (L.fibers[i].state == Fiber::runnable) resume(L, L.fibers[i]), ran = true;
+        // Every other way back to the scheduler is an event: these fibers only spun.
+        if (!ran || L.events != events) {
+            idle_rounds = 0;
+        } else if (++idle_rounds == kSpinRounds) {
+            int i = 0;
+            while (L.fibers[i].state != Fiber::runnable) ++i;
+            L.current = &L.fibers[i];
+            fail("a spin wait that never ends: for %d scheduler rounds every running thread "
+                 "only called __nanosleep (a grid barrier in a launch that is not cooperative, "
+                 "where the other blocks run only after this one, or one that some block never "
+                 "reaches?)", kSpinRounds);
+        }
     }
-    for (int i = 0; i < L.nthreads; ++i) {
+    for (int i = 0; i < L.nfibers; ++i) {
         Fiber& w = L.fibers[i];
         if (w.state != Fiber::waiting) continue;
         L.current = &w;
@@ -376,9 +446,60 @@ inline void run_block(Launch& L) {
     }
 }
 
+// Runs the grid: block by block, or all blocks together when `cooperative`.
+inline void run_launch(Launch& L, size_t dynamic_smem, bool cooperative) {
+    const char* name = L.kernel;
+    const dim3 grid = L.grid, block = L.block;
+    const uint64_t nthreads = uint64_t(block.x) * block.y * block.z;
+    if (nthreads == 0 || nthreads > 1024 || block.z > 64)
+        fail("kernel %s: block (%u,%u,%u) is not 1..1024 threads with z <= 64", name, block.x,
+             block.y, block.z);
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535)
+        fail("kernel %s: invalid grid (%u,%u,%u)", name, grid.x, grid.y, grid.z);
+    if (dynamic_smem > kMaxDynamicShared)
+        fail("kernel %s: %zu bytes of dynamic shared memory, more than a block can have (%zu)",
+             name, dynamic_smem, kMaxDynamicShared);
+    const uint64_t nblocks = uint64_t(grid.x) * grid.y * grid.z;
+    // nblocks first: the product may overflow.
+    if (cooperative && (nblocks > kMaxCooperativeThreads ||
+                        nblocks * nthreads > kMaxCooperativeThreads))
+        fail("kernel %s: a cooperative launch of %llu blocks of %llu threads; the emulator runs "
+             "at most %llu threads at once", name, (unsigned long long)nblocks,
+             (unsigned long long)nthreads, (unsigned long long)kMaxCooperativeThreads);
+    L.shared_bytes = dynamic_smem;
+    L.nthreads = int(nthreads);
+    L.nfibers = int(cooperative ? nblocks * nthreads : nthreads);
+    L.fibers.reset(new Fiber[L.nfibers]);
+    L.blocks.reset(new Block[cooperative ? nblocks : 1]);
+    for (int i = 0; i < L.nfibers; ++i)
+        if (!(L.fibers[i].stack = static_cast<char*>(std::malloc(kStackSize))))
+            fail("kernel %s: out of memory for the fiber stacks", name);
+    std::memset(&L.sched_ctx, 0, sizeof L.sched_ctx);  // no uc_stack for ASan to clear
+    g_launch = &L;
+    uint64_t b = 0;
+    for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+            for (unsigned x = 0; x < grid.x; ++x, ++b) {
+                if (!cooperative) {
+                    start_block(L, L.blocks[0], uint3{x, y, z}, &L.fibers[0]);
+                    run_fibers(L);
+                    std::free(L.blocks[0].shared);
+                } else {
+                    start_block(L, L.blocks[b], uint3{x, y, z}, &L.fibers[b * nthreads]);
+                }
+            }
+    if (cooperative) {
+        run_fibers(L);
+        for (uint64_t i = 0; i < nblocks; ++i) std::free(L.blocks[i].shared);
+    }
+    g_launch = nullptr;
+    for (int i = 0; i < L.nfibers; ++i) std::free(L.fibers[i].stack);
+}
+
+// A cooperative launch runs all blocks at once (cudaLaunchCooperativeKernel).
 template <class... P, class... A>
 void launch_named(const char* name, void (*kernel)(P...), dim3 grid, dim3 block,
-                  size_t dynamic_smem, A&&... args) {
+                  size_t dynamic_smem, bool cooperative, A&&... args) {
     using Body = std::pair<void (*)(P...), std::tuple<std::decay_t<P>...>>;
     // Each thread calls the kernel with its own copies of the arguments, as on a GPU.
     Body body{kernel, std::tuple<std::decay_t<P>...>(std::forward<A>(args)...)};
@@ -390,34 +511,28 @@ void launch_named(const char* name, void (*kernel)(P...), dim3 grid, dim3 block,
         std::apply(b.first, b.second);
     };
     L.body_arg = &body;
-    const uint64_t nthreads = uint64_t(block.x) * block.y * block.z;
-    if (nthreads == 0 || nthreads > 1024 || block.z > 64)
-        fail("kernel %s: block (%u,%u,%u) is not 1..1024 threads with z <= 64", name, block.x,
-             block.y, block.z);
-    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535)
-        fail("kernel %s: invalid grid (%u,%u,%u)", name, grid.x, grid.y, grid.z);
-    if (dynamic_smem != 0)
-        fail("kernel %s: dynamic shared memory is not emulated", name);
-    L.nthreads = int(nthreads);
-    L.fibers.reset(new Fiber[nthreads]);
-    for (int i = 0; i < L.nthreads; ++i)
-        if (!(L.fibers[i].stack = static_cast<char*>(std::malloc(kStackSize))))
-            fail("kernel %s: out of memory for the fiber stacks", name);
-    std::memset(&L.sched_ctx, 0, sizeof L.sched_ctx);  // no uc_stack for ASan to clear
-    g_launch = &L;
-    for (unsigned z = 0; z < grid.z; ++z)
-        for (unsigned y = 0; y < grid.y; ++y)
-            for (unsigned x = 0; x < grid.x; ++x) {
-                L.block_idx = uint3{x, y, z};
-                run_block(L);
-            }
-    g_launch = nullptr;
-    for (int i = 0; i < L.nthreads; ++i) std::free(L.fibers[i].stack);
+    run_launch(L, dynamic_smem, cooperative);
 }
 
 template <class... P, class... A>
 void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t dynamic_smem, A&&... args) {
-    launch_named("(unnamed)", kernel, grid, block, dynamic_smem, std::forward<A>(args)...);
+    launch_named("(unnamed)", kernel, grid, block, dynamic_smem, false,
+                 std::forward<A>(args)...);
+}
+
+// __nanosleep: the calling thread lets the others run (it stays runnable).
+inline void spin() {
+    Launch& L = launch_state();
+    to_scheduler(L, cur(), false);
+}
+
+inline unsigned char* dynamic_shared() { return cur().block->shared; }
+
+// An atomic that changed the bits at p is progress a spinning thread may be waiting for.
+template <class T>
+T atomic_done(const T* p, T old) {
+    if (std::memcmp(p, &old, sizeof old) != 0) ++launch_state().events;
+    return old;
 }
 
 template <class T>
@@ -468,9 +583,11 @@ I saturate(float v) {
 #define __grid_constant__
 #define __shared__ static  // see the top of this file
 // __restrict__ needs nothing: g++ knows it.
+// Before the kernels' headers: common.cuh defines the GPU's only where this is not defined.
+#define FB_DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(::emu::dynamic_shared())
 
 #define threadIdx (static_cast<const uint3&>(::emu::cur().tid))
-#define blockIdx (static_cast<const uint3&>(::emu::launch_state().block_idx))
+#define blockIdx (static_cast<const uint3&>(::emu::cur().block->idx))
 #define blockDim (static_cast<const dim3&>(::emu::launch_state().block))
 #define gridDim (static_cast<const dim3&>(::emu::launch_state().grid))
 static constexpr int warpSize = 32;
@@ -484,6 +601,9 @@ inline int __syncthreads_and(int p) {
 }
 inline int __syncthreads_or(int p) { return int(emu::arrive(emu::Op::syncthreads_or, 0, p != 0)); }
 inline void __syncwarp(unsigned mask = 0xFFFFFFFFu) { emu::arrive(emu::Op::syncwarp, mask, 0); }
+// Spin loops must call it: the emulator switches threads only at collectives and here, so a
+// loop without either never lets the thread it waits for run (the Python side's timeout ends it).
+inline void __nanosleep(unsigned) { emu::spin(); }
 inline unsigned __ballot_sync(unsigned mask, int p) {
     return unsigned(emu::arrive(emu::Op::ballot, mask, p != 0));
 }
@@ -515,7 +635,7 @@ T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize) {
 // Atomics: one OS thread runs every fiber, and a fiber is never interrupted between the read
 // and the write, so plain read-modify-writes are atomic here. Each returns the old value.
 #define EMU_ATOMIC(NAME, T, EXPR) \
-    inline T NAME(T* p, T v) { const T old = *p; *p = (EXPR); return old; }
+    inline T NAME(T* p, T v) { const T old = *p; *p = (EXPR); return emu::atomic_done(p, old); }
 #define EMU_ATOMIC_ADD_EXCH(T) \
     EMU_ATOMIC(atomicAdd, T, old + v) EMU_ATOMIC(atomicExch, T, v)
 EMU_ATOMIC_ADD_EXCH(int)
@@ -540,7 +660,7 @@ EMU_ATOMIC_INTEGER(unsigned long long)
     inline T atomicCAS(T* p, T compare, T v) {               \
         const T old = *p;                                    \
         if (old == compare) *p = v;                          \
-        return old;                                          \
+        return emu::atomic_done(p, old);                     \
     }
 EMU_ATOMIC_CAS(int)
 EMU_ATOMIC_CAS(unsigned)
@@ -549,12 +669,12 @@ EMU_ATOMIC_CAS(unsigned long long)
 inline unsigned atomicInc(unsigned* p, unsigned v) {
     const unsigned old = *p;
     *p = old >= v ? 0 : old + 1;
-    return old;
+    return emu::atomic_done(p, old);
 }
 inline unsigned atomicDec(unsigned* p, unsigned v) {
     const unsigned old = *p;
     *p = (old == 0 || old > v) ? v : old - 1;
-    return old;
+    return emu::atomic_done(p, old);
 }
 inline void __threadfence() {}
 inline void __threadfence_block() {}

@@ -7,11 +7,12 @@
 //   EMU_SOURCES_FILE   #include lines of the kernel sources (.cu), compiled after the emulator
 //   EMU_REGISTER_FILE  lines EMU_KERNEL(name), the extern "C" kernels a call may name
 //
-// CALL_FILE, little-endian: "FBEMU1\0\0"; u32 name length, name; grid 3 x u32; block 3 x u32;
-// u32 buffer count, then per buffer u64 nbytes and the bytes; u32 argument count, then per
-// argument u8 kind: 0 pointer (u32 buffer, u64 byte offset), 1 null pointer, 2 scalar (u8 size,
-// then that many bytes). Each buffer is its own malloc of exactly nbytes, so that ASan reports
-// any access past its end.
+// CALL_FILE, little-endian: "FBEMU2\0\0"; u32 name length, name; grid 3 x u32; block 3 x u32;
+// u64 dynamic shared memory bytes per block; u8 cooperative (1: all blocks run at once, 0: one
+// after another); u32 buffer count, then per buffer u64 nbytes and the bytes; u32 argument
+// count, then per argument u8 kind: 0 pointer (u32 buffer, u64 byte offset), 1 null pointer,
+// 2 scalar (u8 size, then that many bytes). Each buffer is its own malloc of exactly nbytes, so
+// that ASan reports any access past its end.
 #include <string>  // the harness's own; the kernels come after the emulator
 
 #include "cuda_emulator.hpp"
@@ -43,6 +44,8 @@ struct Call {
     size_t pos = 0;
     std::string name;
     dim3 grid, block;
+    uint64_t shared_bytes = 0;
+    bool cooperative = false;
     std::vector<unsigned char*> buffers;
     std::vector<uint64_t> sizes;
     std::vector<Arg> args;
@@ -89,13 +92,17 @@ struct Call {
 void parse(Call& c) {
     char magic[8];
     c.read(magic, 8);
-    if (std::memcmp(magic, "FBEMU1\0\0", 8) != 0) die("not a call file (bad magic)");
+    if (std::memcmp(magic, "FBEMU2\0\0", 8) != 0) die("not a call file (bad magic)");
     c.name.resize(c.take<uint32_t>());
     c.read(c.name.data(), c.name.size());
     uint32_t dims[6];  // one by one: the order of a call's arguments is unspecified
     for (uint32_t& d : dims) d = c.take<uint32_t>();
     c.grid = dim3(dims[0], dims[1], dims[2]);
     c.block = dim3(dims[3], dims[4], dims[5]);
+    c.shared_bytes = c.take<uint64_t>();
+    const uint8_t cooperative = c.take<uint8_t>();
+    if (cooperative > 1) die("cooperative flag %u is not 0 or 1", unsigned(cooperative));
+    c.cooperative = cooperative == 1;
     const uint32_t nbuf = c.take<uint32_t>();
     for (uint32_t b = 0; b < nbuf; ++b) {
         const uint64_t n = c.take<uint64_t>();
@@ -137,8 +144,11 @@ void invoke_kernel(const char* name, void (*kernel)(A...), Call& c) {
             c.args.size());
     // Brace initialisation evaluates left to right: the arguments are read in order.
     std::tuple<std::decay_t<A>...> t{c.get<std::decay_t<A>>()...};
-    std::apply([&](auto&... a) { emu::launch_named(name, kernel, c.grid, c.block, 0, a...); },
-               t);
+    std::apply(
+        [&](auto&... a) {
+            emu::launch_named(name, kernel, c.grid, c.block, c.shared_bytes, c.cooperative, a...);
+        },
+        t);
 }
 
 struct Entry {

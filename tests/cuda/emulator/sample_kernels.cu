@@ -2,6 +2,13 @@
 // NVRTC would compile them as they are. The first group is correct; the second has the bugs
 // the emulator must report.
 
+// As fusebridge/cuda/csrc/common.cuh: the emulator defines its own, one buffer per block.
+#ifndef FB_DYNAMIC_SHARED
+#define FB_DYNAMIC_SHARED(T, name) \
+    extern __shared__ __align__(16) unsigned char fb_dynamic_shared_[]; \
+    T* name = reinterpret_cast<T*>(fb_dynamic_shared_)
+#endif
+
 // ---- correct kernels ------------------------------------------------------------------------
 
 extern "C" __global__ void saxpy(int n, float a, const float* __restrict__ x,
@@ -125,6 +132,88 @@ extern "C" __global__ void atomic_reductions(int n, const int* v, int* r, unsign
     }
 }
 
+// ---- cooperative launches and dynamic shared memory -----------------------------------------
+
+// A grid barrier of the usual kind over sync[0] (arrivals) and sync[1] (generation), both zero
+// before the launch: the last to arrive resets the count and advances the generation, the
+// others spin on it. Thread 0 of each block arrives for its block, or, with `every_thread`,
+// each thread for itself (no __syncthreads: only the atomics show the scheduler progress).
+__device__ void grid_barrier(unsigned* sync, bool every_thread) {
+    if (!every_thread) __syncthreads();
+    if (every_thread || threadIdx.x == 0) {
+        const unsigned expected = every_thread ? gridDim.x * blockDim.x : gridDim.x;
+        volatile unsigned* generation = sync + 1;
+        const unsigned g = *generation;
+        __threadfence();
+        if (atomicAdd(&sync[0], 1u) == expected - 1) {
+            atomicExch(&sync[0], 0u);
+            __threadfence();
+            *generation = g + 1;
+        } else {
+            while (*generation == g) __nanosleep(64);
+        }
+        __threadfence();
+    }
+    if (!every_thread) __syncthreads();
+}
+
+// `phases` rounds over a double buffer data[2][n], n = all threads of a 1-D grid: each thread
+// computes its element from one of another block's in the round before (the block k blocks
+// on, k = 1 + phase % (blocks - 1)), then the grid meets at the barrier. Block `absent`
+// returns at once (a bug: the others then wait for it forever).
+extern "C" __global__ void grid_phases(int phases, int every_thread, int absent, unsigned* data,
+                                       unsigned* sync) {
+    if (int(blockIdx.x) == absent) return;
+    const unsigned n = gridDim.x * blockDim.x, i = blockIdx.x * blockDim.x + threadIdx.x;
+    for (int p = 0; p < phases; ++p) {
+        const unsigned* src = data + (p % 2) * n;
+        unsigned* dst = data + (1 - p % 2) * n;
+        const unsigned k = gridDim.x > 1 ? 1u + unsigned(p) % (gridDim.x - 1) : 0u;
+        dst[i] = src[(i + k * blockDim.x) % n] * 3u + i + unsigned(p);
+        grid_barrier(sync, every_thread != 0);
+    }
+}
+
+// Each thread's blockIdx, read before and after letting the other blocks run.
+extern "C" __global__ void block_ids_across_yields(uint2* out) {
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned before = blockIdx.x;
+    __nanosleep(1);
+    __syncthreads();
+    __nanosleep(1);
+    out[i] = make_uint2(before, blockIdx.x);
+}
+
+// Each block's dynamic shared memory is its own and fresh: before[i] = what thread i found in
+// its slot, after[i] = the slot of its mirror thread once the block wrote blockIdx * 1000 +
+// slot into every slot. The __nanosleep lets other blocks of a cooperative launch run between.
+extern "C" __global__ void shared_per_block(unsigned* before, unsigned* after) {
+    FB_DYNAMIC_SHARED(unsigned, s);
+    const unsigned t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    before[i] = s[t];
+    s[t] = blockIdx.x * 1000u + t;
+    __nanosleep(100);
+    __syncthreads();
+    after[i] = s[blockDim.x - 1 - t];
+}
+
+// block_sums with the tree in dynamic shared memory of blockDim.x floats: fit for a
+// cooperative launch, where static __shared__ would be shared by the blocks.
+extern "C" __global__ void block_sums_dynamic(int n, const float* x, float* out) {
+    FB_DYNAMIC_SHARED(float, partial);
+    float s = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        s += x[i];
+    const unsigned t = threadIdx.x;
+    partial[t] = s;
+    __syncthreads();
+    for (unsigned half = 512; half > 0; half /= 2) {
+        if (t < half && t + half < blockDim.x) partial[t] += partial[t + half];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = partial[0];
+}
+
 // ---- buggy kernels: the emulator must report each ---------------------------------------------
 
 // Writes y[n], one past the end.
@@ -189,4 +278,12 @@ extern "C" __global__ void deadlock_cycle(int* out) {
 extern "C" __global__ void shuffle_outside_mask(float* out) {
     if ((threadIdx.x & 31) >= 16) return;
     out[threadIdx.x] = __shfl_down_sync(0x0000FFFFu, 1.0f, 1);
+}
+
+// Writes dynamic shared memory at index n, one past n floats.
+extern "C" __global__ void shared_write_past_end(int n, float* out) {
+    FB_DYNAMIC_SHARED(float, s);
+    if (int(threadIdx.x) <= n) s[threadIdx.x] = 1.0f;
+    __syncthreads();
+    out[threadIdx.x] = s[0];
 }
