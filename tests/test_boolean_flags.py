@@ -102,6 +102,12 @@ def _prepare(**flags):
     return fb.ops.prepare(node, {}, **flags)
 
 
+def _session_run(**flags):
+    model = fb.optimize(fb.load(assets.path("tagger")))[0]
+    words = fb.LoDTensor(np.array([[1], [2]]), lengths=[2])
+    return fb.Session(model).run({"words": words}, **flags)
+
+
 def _paddle(name: str) -> Callable:
     def call(**flags):
         paddle = pytest.importorskip("paddle")
@@ -139,6 +145,7 @@ CALLS: dict[str, Callable] = {
     K + "fused_dropout.softmax_dropout": lambda **f: kernels.softmax_dropout(X, 0.5, seed=1, **f),
     "fusebridge.integrations.onnx.save.save_onnx": _save_onnx,
     "fusebridge.ops.prepare": _prepare,
+    "fusebridge.runtime.session.Session.run": _session_run,
     "fusebridge.integrations.mxnet.op_library.register": _mxnet_register,
     PADDLE + "dropout": _paddle("dropout"),
     PADDLE + "softmax_dropout": _paddle("softmax_dropout"),

@@ -27,6 +27,7 @@ from fusebridge.cuda import build
 from fusebridge.cuda.device import is_available
 
 SANITIZER_SECONDS = 90
+TAGGER_SECONDS = 120
 ARCHS = ("sm_80", "sm_90")
 
 
@@ -126,9 +127,25 @@ def sanitizer(outdir: Path) -> dict:
 def benchmarks(outdir: Path) -> dict:
     from fusebridge.cuda import gpu_bench
 
-    rows = gpu_bench.run_all()
+    rows = gpu_bench.run_all() + _tagger_rows(outdir / "tagger.json")
     (outdir / "bench.md").write_text(gpu_bench.table(rows))
-    return {"ok": not any("error" in row for row in rows), "rows": rows}
+    # The tagger's rows hold its tags on the device against the cpu Session's: a wrong tag
+    # fails the part, as a failed benchmark does.
+    ok = not any("error" in row or row.get("tags equal") is False for row in rows)
+    return {"ok": ok, "rows": rows}
+
+
+def _tagger_rows(out: Path) -> list[dict]:
+    """fusebridge.bench.cuda_tagger's rows, run as a command: it needs a Session, the layer
+    above this engine."""
+    cmd = [sys.executable, "-m", "fusebridge.bench.cuda_tagger", str(out)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=TAGGER_SECONDS)
+    except subprocess.TimeoutExpired:
+        return [{"benchmark": "tagger", "error": f"over {TAGGER_SECONDS} s"}]
+    if done.returncode != 0:
+        return [{"benchmark": "tagger", "error": done.stderr[-2000:]}]
+    return json.loads(out.read_text())
 
 
 GPU_PARTS = ("correctness", "graph_replay", "sanitizer", "benchmarks")

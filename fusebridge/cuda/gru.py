@@ -20,7 +20,7 @@ from fusebridge.cuda import arguments as args
 from fusebridge.cuda.device import Launcher, current_launcher, launcher_for, same_device
 from fusebridge.errors import ArgumentError, ArgumentTypeError
 from fusebridge.kernels.arguments import as_choice, as_flag
-from fusebridge.kernels.gru import ACTIVATIONS, DIRECTIONS, LAYOUTS, _sentences
+from fusebridge.kernels.gru import ACTIVATIONS, _sentences, layout_and_direction
 from fusebridge.kernels.gru_weights import canonical_gru_weights
 
 SOURCE = "gru.cu"
@@ -264,14 +264,8 @@ class GRUKernel:
                 f"{OP}: weights must come from fusebridge.cuda.pack_gru_weights, got "
                 f"{type(weights).__name__}"
             )
-        layout = as_choice(layout, LAYOUTS, OP, "layout")
-        direction = as_choice(direction, DIRECTIONS, OP, "direction")
+        layout, direction = layout_and_direction(layout, direction, weights.directions)
         d = weights.directions
-        if d != (2 if direction == "bidirectional" else 1):
-            raise ArgumentError(
-                f"{OP}: direction {direction!r} needs weights for "
-                f"{2 if direction == 'bidirectional' else 1} direction(s), got {d}"
-            )
         self.weights, self.layout = weights, layout
         self.desc = CudaGRUDescriptor(
             device=weights.device,

@@ -50,6 +50,20 @@ def _float32(a: object, name: str) -> np.ndarray:
     return contiguous(arr, "fusion_gru", name)
 
 
+def layout_and_direction(layout: object, direction: object, directions: int) -> tuple[str, str]:
+    """A GRUKernel's layout and direction, checked; the direction against the number of
+    directions its packed weights hold (either engine's)."""
+    layout = as_choice(layout, LAYOUTS, "fusion_gru", "layout")
+    direction = as_choice(direction, DIRECTIONS, "fusion_gru", "direction")
+    want = 2 if direction == "bidirectional" else 1
+    if directions != want:
+        raise ArgumentError(
+            f"fusion_gru: direction {direction!r} needs weights for {want} direction(s), "
+            f"got {directions}"
+        )
+    return layout, direction
+
+
 class GRUKernel:
     """fusion_gru with its weights and attributes fixed (a Session's GRU node): the descriptor
     is built and its primitive looked up once, so a call checks only its data. Calls take
@@ -67,14 +81,8 @@ class GRUKernel:
         gate_activation: str = "sigmoid",
     ) -> None:
         op = "fusion_gru"
-        layout = as_choice(layout, LAYOUTS, op, "layout")
-        direction = as_choice(direction, DIRECTIONS, op, "direction")
+        layout, direction = layout_and_direction(layout, direction, weights.directions)
         d = weights.directions
-        if d != (2 if direction == "bidirectional" else 1):
-            raise ArgumentError(
-                f"{op}: direction {direction!r} needs weights for "
-                f"{2 if direction == 'bidirectional' else 1} direction(s), got {d}"
-            )
         self.weights, self.layout = weights, layout
         self._fields = {
             "layout": core._C.SeqLayout[layout],

@@ -73,7 +73,9 @@ def per_engine(binding: Callable[..., Run]) -> dict[str, Prepare]:
 class OpDef:
     """One op, whole: its schema, its oracle, its binding per engine, and what the layers above
     would otherwise decide by its name: its portable form, its input check, its recurrence trait,
-    its placement cost and a check its input needs at run."""
+    its placement cost, a check its input needs at run, and the slots its bindings pack once
+    from the host when they are constants (a Session on a device keeps no device copy of them).
+    """
 
     schema: OpSchema
     reference: type[OpRun]
@@ -83,6 +85,7 @@ class OpDef:
     recurrence: Recurrence | None = None
     cost: PlacementCost | None = None
     run_check: RunCheck | None = None
+    packed: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.bindings) - set(ENGINES))

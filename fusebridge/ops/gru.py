@@ -381,6 +381,9 @@ _TRAITS = {
     "recurrence": Recurrence(),
     "cost": PlacementCost(_sizes, gru_us),
 }
-GRU_OP = OpDef(GRU_SCHEMA, GRU, per_engine(_binding), **_TRAITS)
-FUSION_GRU = OpDef(FUSION_GRU_SCHEMA, FusionGRU, per_engine(_binding), **_TRAITS)
+# _binding packs constant weights on either engine; unpacked (a weight computed in the graph)
+# the cuda engine takes host and device weights alike.
+WEIGHTS = frozenset({"Wx", "Wh", "B", "B_h"})
+GRU_OP = OpDef(GRU_SCHEMA, GRU, per_engine(_binding), **_TRAITS, packed=WEIGHTS - {"Wx"})
+FUSION_GRU = OpDef(FUSION_GRU_SCHEMA, FusionGRU, per_engine(_binding), **_TRAITS, packed=WEIGHTS)
 OPS = (GRU_OP, FUSION_GRU)

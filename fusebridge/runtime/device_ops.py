@@ -80,7 +80,8 @@ def _gather(xp, node, opset):
     axis = _attr(node, "axis", opset)
 
     def gather(data, indices):
-        # ONNX counts a negative index from the end of the axis.
+        # ONNX counts a negative index from the end of the axis. One out of [-n, n) is an
+        # error: numpy raises IndexError; CuPy checks no bounds on the device and wraps it.
         indices = xp.where(indices < 0, indices + data.shape[axis], indices)
         return xp.take(data, indices, axis=axis)
 
@@ -223,8 +224,12 @@ def _tensor_ok(v: ir.Value | None) -> bool:
 
 
 def supports(node: ir.Node, opset: int) -> bool:
-    """Whether `node` (a standard op of a model at default-domain opset `opset`) runs here."""
+    """Whether `node` (a standard op of a model at default-domain opset `opset`) runs here.
+    Before opset 11 some ops read otherwise (Reshape's shape an attribute, Concat's axis
+    optional): those models' standard ops run in ONNX Runtime."""
     if not standard.is_standard(node) or node.op_type not in TABLE or len(node.outputs) != 1:
+        return False
+    if opset < 11:
         return False
     if node.op_type == "Cast":
         to = _attr(node, "to", opset)
@@ -241,7 +246,9 @@ def prepare(node: ir.Node, xp: Any, opset: int) -> Callable[[Sequence[Any]], lis
     def run(inputs: Sequence[Any]) -> list[Any]:
         while inputs and inputs[-1] is None:  # an absent optional input at the end
             inputs = inputs[:-1]
-        return [f(*inputs)]
+        y = f(*inputs)
+        # numpy makes a scalar of a 0-d result (CuPy a 0-d array): an array, as ONNX's.
+        return [y if isinstance(y, xp.ndarray) else xp.asarray(y)]
 
     return run
 

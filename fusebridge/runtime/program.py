@@ -90,8 +90,8 @@ class Program:
         return device_ops.supports(node, self._opset)
 
     def _constant(self, name: str, where: str | None) -> Any:
-        """Initializer `name` (None if it is not one) where a step reads it: its device copy,
-        uploaded at the first read, or the host array."""
+        """Initializer `name` (None if it is not one) where a step reads it: the host array, or
+        its device copy, uploaded once (when the step that takes it is built)."""
         host = self._constants.get(name)
         if host is None or where != "device":
             return host
@@ -197,9 +197,14 @@ class Program:
             # Every slot of the schema, an absent one as "" (None in a run's arguments).
             names = [v.name if v is not None else "" for v in node.inputs]
             names += [""] * (len(slots) - len(names))
+            packed = ops.op(node.op_type).packed
             places = [
-                "device" if engine == "cuda" and s not in device_ops.HOST_SLOTS else "host"
-                for s in slots
+                "host"
+                if engine == "cpu"
+                or s in device_ops.HOST_SLOTS
+                or (s in packed and n in self._constants)
+                else "device"
+                for s, n in zip(slots, names)
             ]
             fixed = [self._constant(n, p) for n, p in zip(names, places)]
             outputs = [v.name for v in node.outputs]

@@ -38,6 +38,7 @@ from fusebridge.graph.builder import model_opset
 from fusebridge.graph.checks import check_graph, describe, feed_behind
 from fusebridge.graph.type_inference import InferTypes
 from fusebridge.integrations import load
+from fusebridge.kernels.arguments import as_flag
 from fusebridge.kernels.sequence_layout import as_offsets
 from fusebridge.lod_tensor import LoDTensor
 from fusebridge.ops.lowering import lower_to_standard
@@ -131,7 +132,7 @@ class Session:
         self.backend = backend
         self._mode = placement
         self.device = device
-        self._launcher = _launcher(device, backend)
+        self._launcher = _launcher_of(device, backend)
         if self._launcher is not None:
             placement = "kernels"  # the costs are the CPU's: on the device, our kernel
         graph = model.graph
@@ -362,17 +363,15 @@ class Session:
                 f"Session.run: profile must be a dict (label -> seconds), got "
                 f"{type(profile).__name__}"
             )
+        if to_host is not False:  # the default costs no call
+            to_host = as_flag(to_host, "Session.run", "to_host")
         if self._quick and rng is None and profile is None:
             quick = self._run_quick(feeds)
             if quick is not None:
                 return quick
         if self._launcher is None:
             return self._run(feeds, rng, profile, False)
-        if not isinstance(to_host, bool):
-            raise ArgumentTypeError(
-                f"Session.run: to_host must be a bool, got {type(to_host).__name__}"
-            )
-        with _on_device(self._launcher):
+        with _device_scope(self._launcher):
             return self._run(feeds, rng, profile, to_host)
 
     def _run(
@@ -587,7 +586,7 @@ class Session:
         return self.placement.explain(shapes, self.placement.decide(shapes))
 
 
-def _launcher(device: object, backend: str) -> Launcher | None:
+def _launcher_of(device: object, backend: str) -> Launcher | None:
     """None for device "cpu"; the cuda engine's launcher for "cuda" (CuPy's current device) or
     "cuda:N", or the engine's CudaUnavailableError where it cannot run here."""
     if isinstance(device, str) and device == "cpu":
@@ -602,7 +601,7 @@ def _launcher(device: object, backend: str) -> Launcher | None:
     return current_launcher(int(device[5:]) if ":" in device else None)
 
 
-def _on_device(launcher: Launcher) -> contextlib.AbstractContextManager:
+def _device_scope(launcher: Launcher) -> contextlib.AbstractContextManager:
     """CuPy's device context of the launcher's GPU, so that the array module's own operations
     (device_ops, uploads) run on it with "cuda:N"; nothing under emulation."""
     cuda, index = getattr(launcher.xp, "cuda", None), getattr(launcher, "index", None)

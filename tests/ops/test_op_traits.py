@@ -139,7 +139,9 @@ def test_a_recurrence_names_slots_of_its_schema():
 def test_an_engine_without_a_binding_is_refused_by_name():
     inputs = [ir.Value(name=n) for n in ("x", "offsets")]
     node = ops.node("SequencePool", inputs, {}, name="pool")
-    with pytest.raises(UnsupportedOpError, match=r"SequencePool node 'pool': no binding for engine "):
+    with pytest.raises(
+        UnsupportedOpError, match=r"SequencePool node .pool.: no binding for engine "
+    ):
         ops.prepare(node, {}, engine="cuda")
 
 
