@@ -38,8 +38,8 @@ class CudaGRUWeights:
     """Canonical GRU weights on one device, read-only by convention: wx [IC, D*3*OC] (the
     directions side by side, so the projection is one product; None without projection),
     wh [D, OC, 3*OC], bias_x [D*3*OC] (the input bias plus the recurrent update and reset
-    bias, and the recurrent candidate bias too unless linear_before_reset adds it inside
-    r * (...)), bias_h [D*3*OC] the recurrent bias alone, bias_hc [D, OC]."""
+    biases, which simply add), bias_hc [D, OC] (the recurrent candidate bias, which the
+    recurrence adds inside r * (...) with linear_before_reset, outside without)."""
 
     device: str
     directions: int
@@ -47,7 +47,7 @@ class CudaGRUWeights:
     hidden_size: int
     wx: Any
     wh: Any
-    bias_x: Any  # without the recurrent candidate bias
+    bias_x: Any
     bias_hc: Any
 
 
