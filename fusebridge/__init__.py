@@ -7,6 +7,7 @@ from fusebridge.errors import (
     CoreImportError,
     Error,
     ExecutionError,
+    MissingDependencyError,
     ModelFormatError,
     UnsupportedOpError,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "Error",
     "ExecutionError",
     "LoDTensor",
+    "MissingDependencyError",
     "ModelFormatError",
     "OptimizeReport",
     "Session",

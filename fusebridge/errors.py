@@ -43,3 +43,8 @@ class ExecutionError(Error, RuntimeError):
 class CoreImportError(Error, ImportError):
     """The compiled core (`fusebridge.kernels._C`) cannot be imported: most often a source tree
     without a build shadows the installed package."""
+
+
+class MissingDependencyError(Error, ImportError):
+    """An optional dependency a feature needs is not installed; the message says which extra
+    brings it."""

@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("fuse_passes",),
     ("integrations",),
     ("runtime",),
+    ("batch", "ray", "dask"),
     ("cli", "bench", "models", ""),
 )
 LAYER = {part: i for i, parts in enumerate(LAYERS) for part in parts}

@@ -345,6 +345,30 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["kernels", "reference"],
         help="kernels: ONNX Runtime + compiled kernels (default); reference: NumPy oracles",
     )
+    r = command(
+        "batch",
+        "run a model over a Parquet file or folder on Ray Data (local or --address), Parquet "
+        "out, one sentence a row",
+    )
+    r.add_argument("model", help="a model fusebridge loads: Paddle directory, .onnx, MXNet json")
+    r.add_argument("--input", required=True, help="a Parquet file or a folder of them")
+    r.add_argument("--output", required=True, help="a new or empty folder for the Parquet out")
+    r.add_argument(
+        "--column",
+        action="append",
+        default=[],
+        metavar="NAME=COLUMN|COLUMN",
+        help="model input NAME reads COLUMN (default: the column named as the input); a bare "
+        "COLUMN feeds the model's only list input",
+    )
+    r.add_argument(
+        "--address",
+        help="an existing Ray cluster (ray://HOST:PORT or HOST:PORT); default: a "
+        "local Ray started for the call",
+    )
+    r.add_argument("--actors", type=int, default=1, help="actors, one Session each (default 1)")
+    r.add_argument("--threads", type=int, default=1, help="kernel threads an actor (default 1)")
+    r.add_argument("--batch-size", type=int, default=256, help="rows a block (default 256)")
     b = command("bench", "fusebridge vs Paddle's own runtimes on a Paddle model (needs Paddle)")
     b.add_argument("model", help="Paddle model directory")
     b.add_argument("--sentences", default="1,16,64", help="batch sizes, comma-separated")
@@ -376,6 +400,19 @@ def main(argv: list[str] | None = None) -> int:
                 args.backend,
                 args.seed,
                 args.explain,
+            )
+        if args.command == "batch":
+            from fusebridge.cli.batch_command import batch_command
+
+            return batch_command(
+                args.model,
+                args.input,
+                args.output,
+                args.column,
+                args.address,
+                args.actors,
+                args.threads,
+                args.batch_size,
             )
         sentences = [int(n) for n in args.sentences.split(",")]
         return bench_command(args.model, sentences, args.repeat)
