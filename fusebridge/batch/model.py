@@ -148,8 +148,11 @@ class BatchModel:
             return batch
         pandas = _pandas_or_none(batch)
         if pandas is not None:
-            table = pa.Table.from_pandas(batch[self.input_columns], preserve_index=False)
-            out = self.outputs(table)
+            if len(batch):
+                table = pa.Table.from_pandas(batch[self.input_columns], preserve_index=False)
+                out = self.outputs(table)
+            else:  # an empty object column has no element type to check: Arrow's null
+                out = {n: pa.array([], t) for n, t in self.output_types().items()}
             values = {n: _to_pandas(a, batch.index) for n, a in out.items()}
             return batch.assign(**values)
         raise ArgumentTypeError(
