@@ -32,7 +32,9 @@ from fusebridge.integrations import load
 from fusebridge.runtime import Session
 
 # Per process: model digest -> its Session. Workers unpickle a handle per task or actor; the
-# Session (ONNX Runtime sessions, packed weights) is built once.
+# Session (ONNX Runtime sessions, packed weights) is built once. A worker that runs many models
+# in turn keeps the last SESSIONS_KEPT.
+SESSIONS_KEPT = 4
 _SESSIONS: dict[str, Session] = {}
 _SESSIONS_LOCK = threading.Lock()
 
@@ -46,6 +48,8 @@ def _session(digest: str, data: bytes, threads: int | None) -> Session:
             if threads is not None:
                 kernels.set_num_threads(threads)
             model = ir.serde.deserialize_model(_proto(data))
+            if len(_SESSIONS) >= SESSIONS_KEPT:
+                _SESSIONS.pop(next(iter(_SESSIONS)))
             _SESSIONS[digest] = Session(model, placement="kernels")
         return _SESSIONS[digest]
 
@@ -73,7 +77,8 @@ class BatchModel:
         pipeline: str | None = "inference",
         threads: int | None = None,
     ) -> None:
-        if threads is not None and (not isinstance(threads, int) or threads < 1):
+        bad = isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+        if threads is not None and bad:
             raise ArgumentError(f"BatchModel: threads must be a positive int, got {threads!r}")
         source = str(model) if isinstance(model, (str, os.PathLike)) else "the model"
         if isinstance(model, (str, os.PathLike)):

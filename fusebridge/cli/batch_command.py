@@ -19,6 +19,9 @@ IO_CPUS = 1
 # Blocks of at most this many bytes: Ray reads a Parquet file of one row group as one block,
 # which only one actor could run; blocks this size give every actor work.
 BLOCK_BYTES = 1 << 20
+# Ray Data reads Parquet footers with 32 actors by default: ~2 s of a local Ray's start
+# (benchmarks/scale_out.py). One does for a local run; a cluster keeps Ray's setting.
+FOOTER_ACTORS = ("RAY_DATA_PARQUET_FOOTER_NUM_ACTORS", "1")
 
 
 def parse_columns(items: list[str], model: BatchModel) -> dict[str, str]:
@@ -114,9 +117,11 @@ def batch_command(
     model.check_schema(_input_schema(input_path), f"batch: --input {input_path}")
     _empty_output(output_path)
     started = time.perf_counter()
+    footer_env = os.environ.get(FOOTER_ACTORS[0])
     if address:
         ray.init(address=address, log_to_driver=False)
     else:
+        os.environ.setdefault(*FOOTER_ACTORS)
         ray.init(num_cpus=actors * threads + IO_CPUS, include_dashboard=False, log_to_driver=False)
     try:
         context = ray.data.DataContext.get_current()
@@ -132,6 +137,8 @@ def batch_command(
             raise fb_ray.worker_error(exc) from exc
     finally:
         ray.shutdown()
+        if footer_env is None:
+            os.environ.pop(FOOTER_ACTORS[0], None)
     rows = _rows_written(output_path)
     seconds = time.perf_counter() - started
     print(
