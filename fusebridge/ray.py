@@ -16,7 +16,13 @@ import pyarrow as pa
 
 from fusebridge import errors
 from fusebridge.batch import BatchModel
-from fusebridge.errors import ArgumentError, Error, ExecutionError, MissingDependencyError
+from fusebridge.errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    Error,
+    ExecutionError,
+    MissingDependencyError,
+)
 
 try:
     import ray
@@ -55,7 +61,7 @@ def map_batches(
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ArgumentError(f"fusebridge.ray.map_batches: {name} must be >= 1, got {value!r}")
     if not isinstance(model, BatchModel):
-        raise ArgumentError(
+        raise ArgumentTypeError(
             f"fusebridge.ray.map_batches: model must be a BatchModel, got {type(model).__name__}"
         )
     if model.threads is None:

@@ -193,7 +193,12 @@ class ColumnMap:
             if f.column is None:
                 continue
             if f.column not in schema.names:
-                hint = f" (--column {f.name}=COLUMN maps it)" if f.column == f.name else ""
+                hint = (
+                    f" (BatchModel(columns={{{f.name!r}: COLUMN}}) or --column {f.name}=COLUMN "
+                    "maps it)"
+                    if f.column == f.name
+                    else ""
+                )
                 raise ArgumentError(
                     f"{source}: no column {f.column!r} for model input {f.name!r}{hint}; the "
                     f"columns are {schema.names}"

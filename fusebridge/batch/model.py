@@ -153,6 +153,11 @@ class BatchModel:
             return batch
         pandas = _pandas_or_none(batch)
         if pandas is not None:
+            clash = sorted(set(self.output_names) & set(batch.columns))
+            if clash:  # assign() would overwrite them
+                raise ArgumentError(
+                    f"batch: columns {clash} are also outputs of the model; rename them"
+                )
             if len(batch):
                 table = pa.Table.from_pandas(batch[self.input_columns], preserve_index=False)
                 out = self.outputs(table)

@@ -71,7 +71,11 @@ def test_on_a_two_node_cluster(corpus, tmp_path):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ([], "no column 'words' for model input 'words' (--column words=COLUMN maps it)"),
+        (
+            [],
+            "no column 'words' for model input 'words' (BatchModel(columns={'words': COLUMN}) "
+            "or --column words=COLUMN maps it)",
+        ),
         (["--column", "nope=tokens"], "renames ['nope'], but the model's inputs are ['words']"),
         (["--column", "=tokens"], "expected NAME=COLUMN or COLUMN"),
         (["--column", "tokens", "--actors", "0"], "--actors must be >= 1, got 0"),

@@ -77,6 +77,7 @@ def speech_alone(frames_of_row: np.ndarray) -> np.ndarray:
 
 
 def bigru_alone(frames_of_row: np.ndarray) -> dict[str, np.ndarray]:
-    """The padded GRU without lengths, one row alone at its own length: y [steps, 32], hn [4, 16]."""
+    """The padded GRU without lengths, one row alone at its own length: y [steps, 32] and
+    hn [4, 16]."""
     out = oracle(BIGRU).run({"x": frames_of_row[None]})
     return {"y": out["y"][0], "hn": out["hn"][:, 0]}
