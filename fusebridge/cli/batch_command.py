@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import os
 import time
+from typing import TYPE_CHECKING
 
-from fusebridge.batch import BatchModel
+if TYPE_CHECKING:  # pyarrow and Ray are imported by the command, where missing is an error
+    from fusebridge.batch import BatchModel
+
 from fusebridge.errors import ArgumentError, Error, MissingDependencyError
 
 # A local Ray gets the actors' CPUs plus this many for reading and writing: with none left, the
@@ -104,6 +107,7 @@ def batch_command(
         import ray
 
         from fusebridge import ray as fb_ray
+        from fusebridge.batch import BatchModel
     except ImportError as exc:
         raise MissingDependencyError(
             f'batch needs Ray Data ({exc}): pip install "fusebridge[ray]"'
