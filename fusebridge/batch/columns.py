@@ -34,6 +34,9 @@ from fusebridge.runtime.feeds import FeedSpec
 # sequence of one step (the bundled speech model's Conv gives other last bits at time 1), so a
 # block of one-word rows and each such row alone both run at two steps, as the same program.
 MIN_STEPS = 2
+# A padded feed is rows x the longest row: one very long row in a block would make the others'
+# padding huge. Past this many bytes the block is refused (a smaller batch size helps).
+PADDED_BYTES_MAX = 1 << 31
 
 Feeds = dict[str, object]
 Run = Callable[[Feeds], Mapping[str, object]]
@@ -232,6 +235,13 @@ def _batch_and_time(name: str, symbols: list[str]) -> tuple[str, str]:
 def _padded(values: np.ndarray, lengths: np.ndarray, steps: int, f: Feed) -> np.ndarray:
     """Rows' lists as [rows, steps, *element] zero-padded, batch and time moved to the
     input's axes."""
+    size = len(lengths) * steps * int(np.prod(f.element)) * f.dtype.itemsize
+    if size > PADDED_BYTES_MAX:
+        raise ArgumentError(
+            f"column {f.column!r} (input {f.name!r}): {len(lengths)} rows padded to the longest "
+            f"row's {steps} steps take {size} bytes, expected at most {PADDED_BYTES_MAX}; use "
+            "a smaller batch size"
+        )
     out = np.zeros((len(lengths), steps, *f.element), f.dtype)
     out[np.arange(steps) < lengths[:, None]] = values
     return np.moveaxis(out, [0, 1], [f.batch_axis, f.time_axis])

@@ -209,3 +209,13 @@ def test_a_model_that_draws_random_numbers_is_refused():
     explicit_rng(model)
     with pytest.raises(fusebridge.UnsupportedOpError, match="draws random numbers"):
         BatchModel(model, pipeline=None)
+
+
+def test_padding_past_the_bound_is_refused(monkeypatch):
+    from fusebridge.batch import columns
+
+    rows = frames(4, seed=6, width=16, longest=9)
+    monkeypatch.setattr(columns, "PADDED_BYTES_MAX", 4 * 8 * 16 * 4 - 1)
+    long_row = [*rows[:3], np.zeros((8, 16), np.float32)]
+    with pytest.raises(fusebridge.ArgumentError, match="4 rows padded to the longest row's 8"):
+        BatchModel(SPEECH)(pa.table({"x": frames_column(long_row)}))
