@@ -20,10 +20,14 @@ TAGS = "crf_decoding_0.tmp_0"
 ROWS = sentences(120, seed=21)
 
 
-def batch(*args: str) -> subprocess.CompletedProcess:
+def batch(*args: str, cwd) -> subprocess.CompletedProcess:
+    """Runs from cwd: Ray puts the driver's current folder on its workers' sys.path, and the
+    folder pytest runs in may be a source tree without a compiled core (CI's copy)."""
     exe = shutil.which("fusebridge")
     cmd = [exe] if exe else [sys.executable, "-m", "fusebridge.cli"]
-    return subprocess.run([*cmd, "batch", *args], capture_output=True, text=True, timeout=240)
+    return subprocess.run(
+        [*cmd, "batch", *args], capture_output=True, text=True, timeout=240, cwd=cwd
+    )
 
 
 @pytest.fixture
@@ -43,7 +47,16 @@ def check_written(out) -> None:
 
 def test_on_a_local_ray(corpus, tmp_path):
     out = tmp_path / "out"
-    done = batch(str(TAGGER), "--input", str(corpus), "--output", str(out), "--column", "tokens")
+    done = batch(
+        str(TAGGER),
+        "--input",
+        str(corpus),
+        "--output",
+        str(out),
+        "--column",
+        "tokens",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"wrote {len(ROWS)} rows to {out}" in done.stdout
     check_written(out)
@@ -60,7 +73,7 @@ def test_on_a_two_node_cluster(corpus, tmp_path):
         cluster.wait_for_nodes()
         out = tmp_path / "out"
         args = ["--column", "words=tokens", "--address", cluster.address, "--actors", "2"]
-        done = batch(str(TAGGER), "--input", str(corpus), "--output", str(out), *args)
+        done = batch(str(TAGGER), "--input", str(corpus), "--output", str(out), *args, cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-3000:]
         assert f"cluster {cluster.address}" in done.stdout
         check_written(out)

@@ -2,6 +2,7 @@
 Every row's outputs equal the row alone (helpers.batch_rows), whatever the blocks and actors."""
 
 import itertools
+import os
 
 import numpy as np
 import pytest
@@ -31,8 +32,16 @@ ROWS = sentences(300, seed=11)
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+def local_ray(tmp_path_factory):
+    # Ray puts the driver's current folder on its workers' sys.path. CI runs the tests in a
+    # copy of the source tree with fusebridge installed, not built there: workers started from
+    # that folder would import the tree, which has no compiled core.
+    here = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("driver"))
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    finally:
+        os.chdir(here)
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield
     ray.shutdown()
