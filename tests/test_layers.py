@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("integrations",),
     ("runtime",),
     ("batch", "ray", "dask"),
+    ("serve",),
     ("cli", "bench", "models", ""),
 )
 LAYER = {part: i for i, parts in enumerate(LAYERS) for part in parts}

@@ -29,6 +29,7 @@ from fusebridge.batch.columns import ColumnMap, empty_outputs, run_block
 from fusebridge.errors import ArgumentError, ArgumentTypeError, UnsupportedOpError
 from fusebridge.fuse_passes import optimize
 from fusebridge.integrations import load
+from fusebridge.lod_tensor import LoDTensor
 from fusebridge.runtime import Session
 
 # Per process: model digest -> its Session. Workers unpickle a handle per task or actor; the
@@ -98,15 +99,17 @@ class BatchModel:
             )
         self.source = source
         self.columns = ColumnMap.of(model.graph, columns)
+        self.signature = _signature(model.graph)
         self.threads = threads
         self._data = ir.serde.serialize_model(model).SerializeToString()
         self.digest = hashlib.sha256(self._data).hexdigest()
         self._types: dict[str, pa.DataType] | None = None
+        self._ranks: dict[str, int] | None = None
 
     # -- pickling: the bytes travel, the Session is built where they land --------------------
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state["_types"] = None
+        state["_types"] = state["_ranks"] = None
         return state
 
     def __dask_tokenize__(self) -> tuple:
@@ -133,9 +136,28 @@ class BatchModel:
     def output_types(self) -> dict[str, pa.DataType]:
         """The Arrow type of each output column (from a run of one zero row, made once)."""
         if self._types is None:
-            empty = empty_outputs(self.columns, self.session.run)
-            self._types = {n: a.type for n, a in empty.items()}
+            self._probe()
         return self._types
+
+    def output_ranks(self) -> dict[str, int]:
+        """Each output's rank as the Session gives it (a LoD output: its values'); Arrow
+        drops an element axis of size 1, which answers spelled as tensors keep."""
+        if self._ranks is None:
+            self._probe()
+        return self._ranks
+
+    def _probe(self) -> None:
+        ranks = {}
+
+        def run(feeds: dict) -> Mapping[str, object]:
+            out = self.session.run(feeds)
+            for n, v in out.items():
+                ranks[n] = np.ndim(v.data if isinstance(v, LoDTensor) else v)
+            return out
+
+        empty = empty_outputs(self.columns, run)
+        self._types = {n: a.type for n, a in empty.items()}
+        self._ranks = {n: ranks[n] for n in self._types}
 
     def outputs(self, table: pa.Table) -> dict[str, pa.Array]:
         """The output columns for the rows of `table` (its other columns are not read)."""
@@ -169,6 +191,21 @@ class BatchModel:
             f"BatchModel: a batch must be a pyarrow.Table or a pandas.DataFrame, got "
             f"{type(batch).__name__}"
         )
+
+
+def _signature(graph: ir.Graph) -> dict[str, tuple[np.dtype | None, list[int] | None]]:
+    """Each graph input and output: its dtype and shape (-1 where free), None: undeclared."""
+    out = {}
+    for v in [*graph.inputs, *graph.outputs]:
+        if v.is_initializer():
+            continue
+        try:
+            dtype = None if v.dtype is None else np.dtype(v.dtype.numpy())
+        except TypeError:  # a type numpy has no dtype for
+            dtype = None
+        dims = None if v.shape is None else [d if isinstance(d, int) else -1 for d in v.shape]
+        out[v.name] = (dtype, dims)
+    return out
 
 
 def _pandas_or_none(batch: object) -> object:

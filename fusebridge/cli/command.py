@@ -369,6 +369,42 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--actors", type=int, default=1, help="actors, one Session each (default 1)")
     r.add_argument("--threads", type=int, default=1, help="kernel threads an actor (default 1)")
     r.add_argument("--batch-size", type=int, default=256, help="rows a block (default 256)")
+    r = command(
+        "serve",
+        "serve a model over the Open Inference Protocol (KServe v2 REST) on Ray Serve, requests "
+        "batched dynamically, until Ctrl-C",
+    )
+    r.add_argument("model", help="a model fusebridge loads: Paddle directory, .onnx, MXNet json")
+    r.add_argument("--name", help="the model's name in URLs (default: the file's stem)")
+    r.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    r.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    r.add_argument(
+        "--address",
+        help="an existing Ray cluster (HOST:PORT); default: a local Ray started for the call",
+    )
+    r.add_argument(
+        "--max-batch-size", type=int, default=16, help="requests a batch holds (default 16)"
+    )
+    r.add_argument(
+        "--batch-wait-ms",
+        type=float,
+        default=5.0,
+        help="how long a batch's first request waits for more (default 5)",
+    )
+    r.add_argument("--replicas", type=int, default=1, help="replicas, one Session each")
+    r.add_argument("--threads", type=int, default=1, help="kernel threads a replica (default 1)")
+    r.add_argument(
+        "--max-queued",
+        type=int,
+        default=1024,
+        help="requests waiting past which the server answers 503 (default 1024)",
+    )
+    r.add_argument(
+        "--request-timeout-s",
+        type=float,
+        default=60.0,
+        help="Serve's proxy answers 408 to a request unanswered this long (default 60)",
+    )
     b = command("bench", "fusebridge vs Paddle's own runtimes on a Paddle model (needs Paddle)")
     b.add_argument("model", help="Paddle model directory")
     b.add_argument("--sentences", default="1,16,64", help="batch sizes, comma-separated")
@@ -413,6 +449,22 @@ def main(argv: list[str] | None = None) -> int:
                 args.actors,
                 args.threads,
                 args.batch_size,
+            )
+        if args.command == "serve":
+            from fusebridge.cli.serve_command import serve_command
+
+            return serve_command(
+                args.model,
+                name=args.name,
+                host=args.host,
+                port=args.port,
+                address=args.address,
+                max_batch_size=args.max_batch_size,
+                batch_wait_ms=args.batch_wait_ms,
+                replicas=args.replicas,
+                threads=args.threads,
+                max_queued=args.max_queued,
+                request_timeout_s=args.request_timeout_s,
             )
         sentences = [int(n) for n in args.sentences.split(",")]
         return bench_command(args.model, sentences, args.repeat)

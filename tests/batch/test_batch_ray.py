@@ -2,7 +2,6 @@
 Every row's outputs equal the row alone (helpers.batch_rows), whatever the blocks and actors."""
 
 import itertools
-import os
 
 import numpy as np
 import pytest
@@ -22,6 +21,7 @@ from helpers.batch_rows import (  # noqa: E402
     speech_alone,
     words_table,
 )
+from helpers.local_ray import start_local_ray  # noqa: E402
 
 import fusebridge  # noqa: E402
 import fusebridge.ray as fb_ray  # noqa: E402
@@ -33,15 +33,7 @@ ROWS = sentences(300, seed=11)
 
 @pytest.fixture(scope="module")
 def local_ray(tmp_path_factory):
-    # Ray puts the driver's current folder on its workers' sys.path. CI runs the tests in a
-    # copy of the source tree with fusebridge installed, not built there: workers started from
-    # that folder would import the tree, which has no compiled core.
-    here = os.getcwd()
-    os.chdir(tmp_path_factory.mktemp("driver"))
-    try:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    finally:
-        os.chdir(here)
+    start_local_ray(tmp_path_factory.mktemp("driver"))
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield
     ray.shutdown()

@@ -80,7 +80,7 @@ def test_every_command_and_option_has_help():
     parser = cli.build_parser()
     (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     assert {a.dest: bool(a.help) for a in commands._choices_actions} == dict.fromkeys(
-        ["info", "demo", "dropout-demo", "optimize", "run", "bench", "batch"], True
+        ["info", "demo", "dropout-demo", "optimize", "run", "bench", "batch", "serve"], True
     )
     for name, sub in commands.choices.items():
         assert sub.description, name

@@ -1,0 +1,28 @@
+"""A local Ray for the tests that need one, and a free loopback port."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+
+def start_local_ray(folder: Path, cpus: int = 2) -> None:
+    """ray.init of `cpus` CPUs, started from `folder`: Ray puts the driver's current folder on
+    its workers' sys.path, and CI runs the tests in a copy of the source tree with fusebridge
+    installed, not built there; workers started from that folder would import the tree, which
+    has no compiled core."""
+    import ray
+
+    here = os.getcwd()
+    os.chdir(folder)
+    try:
+        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    finally:
+        os.chdir(here)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
