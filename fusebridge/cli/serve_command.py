@@ -3,7 +3,8 @@ SIGTERM.
 
 The driver loads and optimizes the model before Ray starts (a bad model costs no cluster), then
 starts a local Ray (or joins --address), Serve's HTTP proxy on --host:--port, and the model's
-replicas; it prints the URL once the model answers, and shuts Serve and Ray down on exit.
+replicas; it prints the URL once the model answers. On exit it shuts the local Serve and Ray
+down, or on a cluster deletes its own app and leaves Serve running.
 """
 
 from __future__ import annotations
@@ -81,7 +82,10 @@ def serve_command(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        serve.shutdown()
+        if address:  # a cluster's Serve may hold other apps: only ours goes
+            serve.delete(name)
+        else:
+            serve.shutdown()
         ray.shutdown()
     print("stopped", flush=True)
     return 0
