@@ -153,6 +153,9 @@ def measure(quick: bool, rounds: int | None, n: int | None) -> dict:
         times.append(time.perf_counter() - t)
     engine_ms = 1e3 * min(times)
 
+    from fusebridge.cli.serve_command import PROXY_READY
+
+    os.environ.setdefault(*PROXY_READY)
     here = os.getcwd()
     os.chdir(tempfile.gettempdir())  # Ray puts the driver's folder on its workers' sys.path
     try:

@@ -9,6 +9,7 @@ down, or on a cluster deletes its own app and leaves Serve running.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from pathlib import Path
@@ -16,6 +17,9 @@ from pathlib import Path
 from fusebridge.errors import ArgumentError, MissingDependencyError
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# Serve kills an HTTP proxy not ready within 5 s, and serve.start then fails: a loaded 2-core
+# machine took longer to import it (seen in the tests). A local Ray gets this many seconds.
+PROXY_READY = ("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "30")
 
 
 def default_name(model_path: str) -> str:
@@ -66,6 +70,7 @@ def serve_command(
     if address:
         ray.init(address=address, log_to_driver=False)
     else:
+        os.environ.setdefault(*PROXY_READY)  # Ray's processes inherit it
         ray.init(num_cpus=replicas * threads, include_dashboard=False, log_to_driver=False)
     # Set after ray.init, which replaces the SIGINT handler with the default one; from here a
     # signal only asks the loop below to stop, and Serve and Ray are shut down in order.

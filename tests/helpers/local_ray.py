@@ -14,12 +14,17 @@ def start_local_ray(folder: Path, cpus: int = 2) -> None:
     has no compiled core."""
     import ray
 
-    here = os.getcwd()
+    from fusebridge.cli.serve_command import PROXY_READY
+
+    here, proxy_ready = os.getcwd(), os.environ.get(PROXY_READY[0])
     os.chdir(folder)
+    os.environ.setdefault(*PROXY_READY)  # as `fusebridge serve` gives a local Ray
     try:
         ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     finally:
         os.chdir(here)
+        if proxy_ready is None:
+            os.environ.pop(PROXY_READY[0])
 
 
 def free_port() -> int:
