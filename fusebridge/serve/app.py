@@ -28,10 +28,10 @@ from fusebridge import conventions
 from fusebridge.batch import BatchModel
 from fusebridge.errors import ArgumentError, ArgumentTypeError, Error, ExecutionError
 from fusebridge.serve import protocol
-from fusebridge.serve.tensors import Rows, input_names, output_names, to_rows, to_tensors
+from fusebridge.serve.tensors import Rows, input_dtypes, output_names, to_rows, to_tensors
 
-# A request body larger than this is refused (413) before it is read: the tagger's sentence is
-# ~1 KB of JSON, a batch of thousands fits.
+# A request body larger than this is refused (413) before it is read; a request of thousands
+# of sentences fits.
 MAX_BODY_BYTES = 64 << 20
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 ONGOING_MIN = 16
@@ -61,11 +61,7 @@ class ModelServer:
     ) -> None:
         self.model, self.name, self.plan = model, name, model.columns
         model.session  # noqa: B018 - built now, not inside the first request's time
-        self.dtypes = {}
-        for f in self.plan.feeds:
-            self.dtypes[f.name] = f.dtype
-            if f.kind == "lod":
-                self.dtypes[conventions.offsets_name(f.name)] = np.dtype(np.int64)
+        self.dtypes = input_dtypes(self.plan)
         self.outputs = output_names(self.plan)
         self.ranks = model.output_ranks()
         self.metadata = self._metadata()
@@ -73,6 +69,16 @@ class ModelServer:
         self._infer_batch.set_batch_wait_timeout_s(batch_wait_s)
         self._stats_lock = threading.Lock()
         self.requests = self.batches = 0
+        model = f"/v2/models/{name}"
+        server = {"name": "fusebridge", "version": conventions.PACKAGE_VERSION}
+        self.gets = {  # GET routes: path -> the answer's maker
+            "/v2/health/live": lambda: {"live": True},
+            "/v2/health/ready": lambda: {"ready": True},
+            "/v2": lambda: {**server, "extensions": ["statistics"]},
+            model: lambda: self.metadata,
+            f"{model}/ready": lambda: {"name": name, "ready": True},
+            f"{model}/stats": self._stats,
+        }
 
     def _metadata(self) -> dict:
         """Inputs and outputs with datatypes and shapes (-1: free); what the graph leaves
@@ -88,7 +94,7 @@ class ModelServer:
                 shape = [-1] * rank
             return {"name": name, "datatype": protocol.datatype(dtype), "shape": shape or [-1]}
 
-        inputs = [entry(n, self.dtypes[n]) for n in input_names(self.plan)]
+        inputs = [entry(n, dtype) for n, dtype in self.dtypes.items()]
         outputs = [entry(n, spec[n][0]) for n in self.outputs]
         return {"name": self.name, "platform": "fusebridge", "inputs": inputs, "outputs": outputs}
 
@@ -114,18 +120,7 @@ class ModelServer:
             path = path[len(root) :]
         path = path.rstrip("/")
         model = f"/v2/models/{self.name}"
-        gets = {
-            "/v2/health/live": lambda: {"live": True},
-            "/v2/health/ready": lambda: {"ready": True},
-            "/v2": lambda: {
-                "name": "fusebridge",
-                "version": conventions.PACKAGE_VERSION,
-                "extensions": ["statistics"],
-            },
-            model: lambda: self.metadata,
-            f"{model}/ready": lambda: {"name": self.name, "ready": True},
-            f"{model}/stats": self._stats,
-        }
+        gets = self.gets
         if path in gets:
             if request.method != "GET":
                 raise HTTPError(405, f"{path} answers GET, not {request.method}")

@@ -32,14 +32,14 @@ class Rows:
     steps: int | None
 
 
-def input_names(plan: ColumnMap) -> list[str]:
-    """The tensors a request gives, in the model's order."""
-    names = []
+def input_dtypes(plan: ColumnMap) -> dict[str, np.dtype]:
+    """The tensors a request gives, in the model's order, and the dtype of each."""
+    dtypes = {}
     for f in plan.feeds:
-        names.append(f.name)
+        dtypes[f.name] = f.dtype
         if f.kind == "lod":
-            names.append(conventions.offsets_name(f.name))
-    return names
+            dtypes[conventions.offsets_name(f.name)] = np.dtype(np.int64)
+    return dtypes
 
 
 def output_names(plan: ColumnMap) -> list[str]:

@@ -20,7 +20,12 @@ def start_local_ray(folder: Path, cpus: int = 2) -> None:
     os.chdir(folder)
     os.environ.setdefault(*PROXY_READY)  # as `fusebridge serve` gives a local Ray
     try:
-        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+        ray.init(
+            num_cpus=cpus,
+            include_dashboard=False,
+            log_to_driver=False,
+            _node_ip_address="127.0.0.1",  # loopback only
+        )
     finally:
         os.chdir(here)
         if proxy_ready is None:

@@ -98,10 +98,13 @@ def requests_of(count: int, seed: int, most: int = 3) -> list[list[list[int]]]:
 def base(tmp_path_factory):
     start_local_ray(tmp_path_factory.mktemp("driver"))
     port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port, "request_timeout_s": TIMEOUT_S})
-    yield f"http://127.0.0.1:{port}"
-    serve.shutdown()
-    ray.shutdown()
+    try:
+        options = {"host": "127.0.0.1", "port": port, "request_timeout_s": TIMEOUT_S}
+        serve.start(http_options=options)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        serve.shutdown()
+        ray.shutdown()
 
 
 def deploy(**options) -> None:

@@ -18,7 +18,7 @@ import fusebridge  # noqa: E402
 from fusebridge.batch import BatchModel  # noqa: E402
 from fusebridge.serve import protocol  # noqa: E402
 from fusebridge.serve.protocol import ProtocolError  # noqa: E402
-from fusebridge.serve.tensors import to_rows, to_tensors  # noqa: E402
+from fusebridge.serve.tensors import input_dtypes, to_rows, to_tensors  # noqa: E402
 
 
 def lod_request(rows: list[list[int]]) -> dict[str, np.ndarray]:
@@ -35,15 +35,6 @@ def padded_request(rng, rows: int, steps: int, width: int, lengths: bool) -> dic
     n[0] = steps
     x[np.arange(steps) >= n[:, None]] = 0  # a Session run reads the padding; zeros as ours
     return {"x": x, "lengths": n.astype(np.int64)}
-
-
-def dtypes_of(model: BatchModel) -> dict[str, np.dtype]:
-    out = {}
-    for f in model.columns.feeds:
-        out[f.name] = f.dtype
-        if f.kind == "lod":
-            out[f.name + ".offsets"] = np.dtype(np.int64)
-    return out
 
 
 def body(tensors: dict[str, np.ndarray], **extra) -> bytes:
@@ -70,7 +61,7 @@ def alone(path, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 def batched(path, requests: list[dict]) -> list[dict[str, np.ndarray]]:
     """The server's path: each body read, all rows run as one block, cut back per request."""
     model = BatchModel(path)
-    dtypes = dtypes_of(model)
+    dtypes = input_dtypes(model.columns)
     rows = [
         to_rows(protocol.read_tensors(protocol.parse_json(body(r)), dtypes), model.columns)
         for r in requests
@@ -169,7 +160,7 @@ def test_malformed_requests_name_what_was_wrong(request_body, message):
     raw = request_body if isinstance(request_body, bytes) else json.dumps(request_body).encode()
     with pytest.raises(ProtocolError, match=re.escape(message)):
         request = protocol.parse_json(raw)
-        to_rows(protocol.read_tensors(request, dtypes_of(model)), model.columns)
+        to_rows(protocol.read_tensors(request, input_dtypes(model.columns)), model.columns)
         protocol.requested_outputs(request, ["crf_decoding_0.tmp_0"])
 
 
