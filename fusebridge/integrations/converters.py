@@ -106,5 +106,6 @@ class ConverterRegistry:
             listed = "; ".join(f"{t} ({about})" for t, about in missing.items())
             raise UnsupportedOpError(
                 f"{where}: {len(missing)} unsupported op type(s): {listed}. "
-                f"Supported: {self.supported()}"
+                f"Supported: {self.supported()}. "
+                "See docs/ops-coverage.md for the ops each frontend converts."
             )

@@ -401,8 +401,12 @@ def softmax_backward_bound(y, g, axis: int, lib: Activations) -> np.ndarray:
     return through + gamma(n + 3) * y * (g + total(g * y))
 
 
-def assert_within(got: np.ndarray, want: np.ndarray, bound: np.ndarray, where: str = "") -> None:
-    """|got - want| <= bound everywhere (NaN nowhere), naming the worst element."""
+def assert_within(
+    got: np.ndarray, want: np.ndarray, bound: np.ndarray | None, where: str = ""
+) -> None:
+    """|got - want| <= bound everywhere (NaN nowhere), naming the worst element; a bound of
+    None (an exact output: integers, indices) asks for equality."""
+    bound = 0.0 if bound is None else bound
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     want = np.broadcast_to(want, got.shape) if want.ndim == 0 else want  # a value for all
     assert got.shape == want.shape, f"{where}: shapes {got.shape} and {want.shape}"

@@ -52,11 +52,12 @@ MOVES = {
     "Concat", "Expand", "Flatten", "Gather", "Identity", "Reshape", "Slice", "Split",
     "Squeeze", "Transpose", "Unsqueeze", "ScatterElements", "GatherElements",
     "Tile", "Pad", "LoDToPadded", "PaddedToLoD", "SplitToSequence", "ConcatFromSequence",
-    "SequenceAt", "GatherND", "ReduceMax", "ReduceMin", "Max", "Min",
+    "SequenceAt", "GatherND", "ReduceMax", "ReduceMin", "Max", "Min", "MaxPool",
+    "GlobalMaxPool",
 }  # fmt: skip
 EXACT = {
     "Shape", "ConstantOfShape", "Range", "ReduceProd", "TopK", "Not", "And", "Or", "Size",
-    "SequenceLengths", "SequenceLength", "NonZero", "ArgMax",
+    "SequenceLengths", "SequenceLength", "NonZero", "Xor", "Floor",
 }  # fmt: skip
 
 
@@ -295,8 +296,8 @@ def _compare_rule(g, node, ins):
     (v,) = _run_op(node, [a, b], g.opsets)
     if ea is None and eb is None:
         return [(v, None)]
-    close = np.abs(a - b) <= (0 if ea is None else ea) + (0 if eb is None else eb)
-    return [(v, close)]
+    error = (0 if ea is None else ea) + (0 if eb is None else eb)
+    return [(v, (np.abs(a - b) <= error) & (error > 0))]
 
 
 def _where_rule(g, node, ins):
@@ -636,7 +637,92 @@ def _clip_rule(g, node, ins):
     return [(out, ins[0][1])]
 
 
+def _average_pool_rule(g, node, ins):
+    """AveragePool (and its global form): a mean of n = the window's elements, as
+    _reduce_rule's: the mean of the errors and the sum's rounding."""
+    (x, ex) = ins[0]
+
+    def pool(a):
+        return _run_op(node, [a], g.opsets)[0]
+
+    attrs = _attrs(node)
+    n = (
+        int(np.prod(attrs["kernel_shape"]))
+        if "kernel_shape" in attrs
+        else int(np.prod(x.shape[2:]))
+    )
+    return [(pool(x), pool(ex) + gamma(n + 1) * pool(np.abs(x)))]
+
+
+def _batch_norm_rule(g, node, ins):
+    """Inference batch normalization, y = x a + c with a = scale / sqrt(var + eps) and
+    c = bias - mean a, however a library orders it ((x - mean) a + bias, or folded into the
+    convolution before it): x's error through |a|, and a few roundings of each term."""
+    (x, ex), (scale, _), (bias, _), (mean, _), (var, _) = ins[:5]
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    eps = _attrs(node).get("epsilon", 1e-5)
+    a = (scale / np.sqrt(var + eps)).reshape(shape)
+    c, m = bias.reshape(shape), mean.reshape(shape)
+    y = (x - m) * a + c
+    terms = np.abs(x * a) + np.abs(m * a) + np.abs(c) + np.abs(y)
+    return [(y, np.abs(a) * ex + gamma(6) * terms)]
+
+
+def _reduce_prod_rule(g, node, ins):
+    """ReduceProd of floats: the factors' relative errors add, and each of the n - 1 products
+    rounds once (factors here are kept away from zero)."""
+    (x, ex) = ins[0]
+    (v,) = _run_op(node, [x], g.opsets)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = np.nan_to_num(ex / np.abs(x), posinf=np.inf)
+    (summed,) = _run_op(node, [np.exp(relative)], g.opsets)  # prod(exp r) = exp(sum r)
+    factors = x.size // max(np.size(v), 1)
+    return [(v, np.abs(v) * (np.log(summed) + gamma(factors)))]
+
+
+def _pow_rule(g, node, ins):
+    """a ** b (a > 0 where b is not an integer): both errors through the partial derivatives,
+    and the library's pow within two roundings."""
+    (a, ea), (b, eb) = ins
+    v = np.power(a, b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        da = np.nan_to_num(np.abs(b * np.power(a, b - 1)))
+        db = np.nan_to_num(np.abs(v * np.log(np.abs(a))))
+    return [(v, da * ea + db * (0 if eb is None else eb) + gamma(2) * np.abs(v))]
+
+
+def _argmax_rule(g, node, ins):
+    """ArgMax of values that carry rounding: exact in every implementation if no other
+    element comes within twice the bounds (both implementations' errors) of the largest; a
+    slice where one does is refused as a near tie, as _crf_rule refuses one."""
+    (x, ex) = ins[0]
+    (index,) = _run_op(node, [x], g.opsets)
+    attrs = _attrs(node)
+    axis = attrs.get("axis", 0) % x.ndim
+    at = index if attrs.get("keepdims", 1) else np.expand_dims(index, axis)
+    best, best_error = np.take_along_axis(x, at, axis), np.take_along_axis(ex, at, axis)
+    others = np.ones(x.shape, bool)
+    np.put_along_axis(others, at, False, axis)
+    near = others & (best - x <= 2 * (ex + best_error))
+    if np.any(near):
+        raise AssertionError(
+            f"ArgMax {node.name!r}: {int(near.sum())} elements lie within twice the error "
+            "bounds of the largest: the index may differ between runtimes"
+        )
+    return [(index, None)]
+
+
 RULES["", "Clip"] = _clip_rule
+RULES.update(
+    {
+        ("", "ArgMax"): _argmax_rule,
+        ("", "AveragePool"): _average_pool_rule,
+        ("", "GlobalAveragePool"): _average_pool_rule,
+        ("", "BatchNormalization"): _batch_norm_rule,
+        ("", "Pow"): _pow_rule,
+        ("", "ReduceProd"): _reduce_prod_rule,
+    }
+)
 
 # A Session runs standard ops in ONNX Runtime and ours on our kernels: its activations are
 # within the looser of the two, ONNX Runtime's (error_bounds.LIBRARY).

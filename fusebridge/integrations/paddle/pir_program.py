@@ -100,6 +100,7 @@ _UNARY = (
     "relu", "tanh", "sigmoid", "gelu", "exp", "sqrt", "abs", "log", "silu", "swish", "softsign",
     "square", "rsqrt", "relu6", "elu", "softplus",
 )  # fmt: skip
+_COMPARISONS = ("less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal")
 _OPS: dict[str, _Op] = {
     "embedding": _Op("lookup_table_v2", ("Ids", "W")),
     "matmul": _Op(
@@ -126,6 +127,8 @@ _OPS: dict[str, _Op] = {
     "slice": _Op("slice", ("Input", "=starts", "=ends")),
     "full": _Op("fill_constant", ()),
     "full_int_array": _Op("assign_value", ()),
+    "assign_value": _Op("assign_value", ()),
+    "assign_value_": _Op("assign_value", ("",)),  # its operand: the tensor it overwrites
     "full_with_tensor": _Op("fill_constant", ("=value", "ShapeTensor")),
     "layer_norm": _Op("layer_norm", ("X", "Scale", "Bias"), ("Y", "Mean", "Variance")),
     "dropout": _Op(
@@ -144,6 +147,34 @@ _OPS: dict[str, _Op] = {
     "hardsigmoid": _Op("hard_sigmoid", ("X",)),
     "hardswish": _Op("hard_swish", ("X",)),
     "mish": _Op("mish", ("X",), attrs={"lambda": "threshold"}),
+    "hardtanh": _Op("brelu", ("X",)),
+    "maximum": _Op("elementwise_max", ("X", "Y")),
+    "minimum": _Op("elementwise_min", ("X", "Y")),
+    "elementwise_pow": _Op("elementwise_pow", ("X", "Y")),
+    "floor_divide": _Op("elementwise_floordiv", ("X", "Y")),
+    **{name: _Op(name, ("X", "Y")) for name in _COMPARISONS},
+    **{
+        name: _Op(f"reduce_{name}", ("X", "=dim"), attrs={"keepdim": "keep_dim"})
+        for name in ("sum", "mean", "max", "min", "prod")
+    },
+    "argmax": _Op("arg_max", ("X", "=axis")),
+    "unsqueeze": _Op("unsqueeze2", ("X", "=axes"), ("Out", "XShape")),
+    "squeeze": _Op("squeeze2", ("X", "=axes"), ("Out", "XShape")),
+    "flatten": _Op("flatten_contiguous_range", ("X",), ("Out", "XShape")),
+    "full_like": _Op("fill_any_like", ("X", "=value")),
+    "arange": _Op("range", ("Start", "End", "Step")),
+    "conv2d": _Op("conv2d", ("Input", "Filter"), ("Output",)),
+    "depthwise_conv2d": _Op("depthwise_conv2d", ("Input", "Filter"), ("Output",)),
+    "pool2d": _Op("pool2d", ("X", "=ksize")),
+    **{
+        name: _Op(
+            "batch_norm",
+            ("X", "Mean", "Variance", "Scale", "Bias"),
+            ("Y", "MeanOut", "VarianceOut", "SavedMean", "SavedVariance", "ReserveSpace"),
+            {"data_format": "data_layout"},
+        )
+        for name in ("batch_norm", "batch_norm_")
+    },
 }
 
 
@@ -420,6 +451,7 @@ _TENSOR_SLOTS = {
     "scale": "ScaleTensor",
     "value": "ValueTensor",
     "axis": "AxisTensor",
+    "axes": "AxesTensor",
     "sections": "SectionsTensorList",
 }
 
@@ -442,7 +474,14 @@ def _full(reader: _Reader, attrs: dict, results: list, where: str) -> None:
 
 def _int_array(reader: _Reader, attrs: dict, results: list, where: str) -> None:
     """full_int_array as assign_value: its values (SCALARS, as Paddle 3 writes them), a 1-D
-    shape, int64."""
+    shape, int64. assign_value(_) (a constant tensor in the program, paddle.to_tensor inside a
+    forward) has assign_value's own shape, dtype and values: the values become SCALARS."""
+    if "values" in attrs:
+        values, _ = attrs["values"]
+        if not all(isinstance(v, (int, float)) for v in values):
+            raise _fail(where, "assign_value's values must be numbers")
+        attrs["values"] = (values, SCALARS)
+        return
     values, _ = attrs.pop("value", ([], LONGS))
     if not all(isinstance(v, int) for v in values):
         raise _fail(where, "full_int_array values must be integers")

@@ -128,6 +128,15 @@ def _relu6(cx, op: OpDesc) -> None:
     f.done("Clip", [f.x, f.const(0.0, "zero"), f.const(f.fixed("threshold", 6.0), "threshold")])
 
 
+@CONVERTERS.register("brelu")
+def _brelu(cx, op: OpDesc) -> None:
+    """min(max(x, t_min), t_max): legacy brelu, and PIR's hardtanh (F.hardtanh saves brelu
+    with PIR off)."""
+    f = _Formula(cx, op)
+    low, high = f.attr("t_min", 0.0), f.attr("t_max", 24.0)
+    f.done("Clip", [f.x, f.const(low, "t_min"), f.const(high, "t_max")])
+
+
 @CONVERTERS.register("hard_swish")
 def _hard_swish(cx, op: OpDesc) -> None:
     """x * min(max(x + 3, 0), 6) / 6."""

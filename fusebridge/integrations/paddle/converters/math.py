@@ -1,5 +1,6 @@
-"""Paddle's arithmetic: the elementwise ops (Y placed in X's dimensions from `axis`), scale, sum,
-mean, and the products mul, fc, matmul and matmul_v2 as ONNX ops."""
+"""Paddle's arithmetic: the elementwise ops (Y placed in X's dimensions from `axis`; one ONNX op
+per row of ELEMENTWISE, floordiv by its formula), scale, sum, mean, and the products mul, fc,
+matmul and matmul_v2 as ONNX ops."""
 
 from __future__ import annotations
 
@@ -58,12 +59,50 @@ def elementwise_operands(cx, op: OpDesc, out: str) -> list[ir.Value]:
     return [placed, cx.value(yv)] if k == 0 else [cx.value(xv), placed]
 
 
-@CONVERTERS.register("elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div")
+# Paddle's binary elementwise ops whose function one ONNX op computes (on numpy-broadcast
+# operands, elementwise_operands). A new op of this family is a row here.
+ELEMENTWISE = {
+    "elementwise_add": "Add",
+    "elementwise_sub": "Sub",
+    "elementwise_mul": "Mul",
+    "elementwise_div": "Div",
+    "elementwise_max": "Max",
+    "elementwise_min": "Min",
+    "elementwise_pow": "Pow",
+}
+
+
+@CONVERTERS.register(*ELEMENTWISE)
 def _elementwise(cx, op: OpDesc) -> None:
     out = one_var(cx, op, "Out", outputs=True)
     operands = elementwise_operands(cx, op, out)
-    onnx_op = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div"}[op.type.split("_")[1]]
-    define_out(cx, op, cx.add(onnx_op, operands, name=out))
+    define_out(cx, op, cx.add(ELEMENTWISE[op.type], operands, name=out))
+
+
+@CONVERTERS.register("elementwise_floordiv")
+def _floordiv(cx, op: OpDesc) -> None:
+    """floor(x / y), as Paddle's FloorDivideFunctor: on integers ONNX's Div truncates toward
+    zero, so a quotient with a remainder and operands of unlike signs is one lower; on floats,
+    Floor(Div)."""
+    out = one_var(cx, op, "Out", outputs=True)
+    x, y = elementwise_operands(cx, op, out)
+    if x.dtype is None or x.dtype.numpy().kind == "f":
+        q = cx.add("Div", [x, y], name=f"{out}/q")
+        define_out(cx, op, cx.add("Floor", [q], name=out))
+        return
+    q = cx.add("Div", [x, y], name=f"{out}/trunc")
+    rest = cx.add("Sub", [x, cx.add("Mul", [q, y], name=f"{out}/qy")], name=f"{out}/rest")
+    zero = scalar_like(cx, 0, x, f"{out}/zero", "zero")
+
+    def test(op_type: str, inputs: list[ir.Value], what: str) -> ir.Value:
+        return cx.add(op_type, inputs, name=f"{out}/{what}", dtype=ir.DataType.BOOL)
+
+    inexact = test("Not", [test("Equal", [rest, zero], "exact")], "inexact")
+    unlike = test(
+        "Xor", [test("Less", [rest, zero], "rneg"), test("Less", [y, zero], "yneg")], "unlike"
+    )
+    step = cx.cast(test("And", [inexact, unlike], "lower"), q.dtype, f"{out}/step")
+    define_out(cx, op, cx.add("Sub", [q, step], name=out))
 
 
 @CONVERTERS.register("scale")

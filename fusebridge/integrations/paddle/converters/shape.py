@@ -242,3 +242,90 @@ def _transpose(cx, op: OpDesc) -> None:
     xv = one_var(cx, op, "X")
     perm = permutation(cx, op, xv)
     define_out(cx, op, cx.add("Transpose", [cx.value(xv)], {"perm": perm}, name=out))
+
+
+def _axes(cx, op: OpDesc) -> list[int]:
+    refuse_tensor_inputs(cx, op, ("AxesTensor", "AxesTensorList"), "axes")
+    return int_list(cx, op, "axes")
+
+
+@CONVERTERS.register("unsqueeze2", lod=None)
+def _unsqueeze(cx, op: OpDesc) -> None:
+    """Ones inserted at `axes`, one after the other as Paddle's GetUnsqueezeShape inserts them
+    (a negative axis counts from the end of the shape so far; an insertion at or before an
+    earlier one moves it right), given to ONNX as the ones' final places."""
+    out = one_var(cx, op, "Out", outputs=True)
+    xv = one_var(cx, op, "X")
+    rank = cx.rank_of(xv)
+    places: list[int] = []
+    for axis in _axes(cx, op):
+        size = rank + len(places)
+        if not -size - 1 <= axis <= size:
+            raise ModelFormatError(
+                f"{cx.where()}: attribute axes holds {axis}, outside [{-size - 1}, {size}] "
+                f"for a shape of rank {size} ({xv!r} of rank {rank} and the ones before it)"
+            )
+        at = axis + size + 1 if axis < 0 else axis
+        places = [p + 1 if p >= at else p for p in places] + [at]
+    if not places:
+        raise ModelFormatError(f"{cx.where()}: attribute axes is empty")
+    axes = cx.ints(sorted(places), f"{out}/axes")
+    define_out(cx, op, cx.add("Unsqueeze", [cx.value(xv), axes], name=out))
+
+
+@CONVERTERS.register("squeeze2", lod=None)
+def _squeeze(cx, op: OpDesc) -> None:
+    """The size-1 axes among `axes` removed (all size-1 axes when empty); Paddle keeps an
+    axis listed whose size is not 1, so each one's size must be known from the program."""
+    out = one_var(cx, op, "Out", outputs=True)
+    xv = one_var(cx, op, "X")
+    rank = cx.rank_of(xv)
+    axes = _axes(cx, op)
+    if any(not -rank <= a < rank for a in axes):
+        raise ModelFormatError(
+            f"{cx.where()}: attribute axes = {show(axes)} must name axes of {xv!r} (rank {rank})"
+        )
+    dims = declared_dims(cx, xv) or (-1,) * rank
+    listed = sorted({a % rank for a in axes}) if axes else list(range(rank))
+    unknown = [a for a in listed if dims[a] < 0]
+    if unknown:
+        raise UnsupportedOpError(
+            f"{cx.where()}: the size of axis {unknown[0]} of {xv!r} (dims {list(dims)}) is known "
+            "only at run time, and Paddle squeezes it only if it is 1"
+        )
+    squeezed = [a for a in listed if dims[a] == 1]
+    x = cx.value(xv)
+    if not squeezed:
+        define_out(cx, op, cx.add("Identity", [x], name=out))
+        return
+    define_out(cx, op, cx.add("Squeeze", [x, cx.ints(squeezed, f"{out}/axes")], name=out))
+
+
+@CONVERTERS.register("flatten_contiguous_range", lod=None)
+def _flatten_range(cx, op: OpDesc) -> None:
+    """Axes start_axis..stop_axis (inclusive) merged into one."""
+    out = one_var(cx, op, "Out", outputs=True)
+    xv = one_var(cx, op, "X")
+    rank = cx.rank_of(xv)
+    x = cx.value(xv)
+    if rank == 0:  # Paddle flattens a 0-d tensor to [1]
+        define_out(cx, op, cx.add("Reshape", [x, cx.ints([1], f"{out}/shape")], name=out))
+        return
+    start = axis_attribute(cx, op, "start_axis", rank, 1) % rank
+    stop = axis_attribute(cx, op, "stop_axis", rank, -1) % rank
+    if start > stop:
+        raise ModelFormatError(
+            f"{cx.where()}: start_axis {start} comes after stop_axis {stop} (rank {rank})"
+        )
+    if stop == rank - 1:  # Reshape's 0 copies the leading sizes
+        shape = cx.ints([0] * start + [-1], f"{out}/shape")
+    else:
+        whole = cx.add("Shape", [x], name=f"{out}/xshape", dtype=ir.DataType.INT64)
+
+        def part(begin: int, end: int) -> ir.Value:
+            bounds = [cx.ints([begin], f"{out}/b"), cx.ints([end], f"{out}/e")]
+            return cx.add("Slice", [whole, *bounds], name=f"{out}/dims")
+
+        pieces = ([part(0, start)] if start else []) + [cx.ints([-1], f"{out}/merged")]
+        shape = cx.add("Concat", [*pieces, part(stop + 1, rank)], {"axis": 0}, name=f"{out}/shape")
+    define_out(cx, op, cx.add("Reshape", [x, shape], name=out))

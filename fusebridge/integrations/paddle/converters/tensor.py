@@ -1,5 +1,6 @@
 """Paddle's ops that make a tensor or change its dtype: fill_constant (also a training program's
-loss gradient), assign_value, assign and cast."""
+loss gradient), fill_any_like (full_like, zeros_like), range (arange), assign_value, assign and
+cast."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from fusebridge.integrations.paddle.converters.common import (
     int_list,
     number,
     one_var,
+    refuse_tensor_inputs,
     show,
     slot_names,
 )
@@ -139,3 +141,40 @@ def _cast(cx, op: OpDesc) -> None:
     to = choice(cx, op, "out_dtype", tuple(PADDLE_DTYPES))
     dtype = PADDLE_DTYPES[to]
     define_out(cx, op, cx.cast(cx.value(one_var(cx, op, "X")), dtype, out))
+
+
+def _dtype_or_input(cx, op: OpDesc, x: ir.Value) -> ir.DataType:
+    """The `dtype` attribute as an ONNX type; -1 (and absent): X's."""
+    code = choice(cx, op, "dtype", (-1, *PADDLE_DTYPES), -1)
+    return PADDLE_DTYPES[code] if code != -1 else (x.dtype or ir.DataType.FLOAT)
+
+
+@CONVERTERS.register("fill_any_like", lod=None)
+def _fill_any_like(cx, op: OpDesc) -> None:
+    """A tensor of X's shape filled with `value` (of `dtype`, -1: X's)."""
+    refuse_tensor_inputs(cx, op, ("ValueTensor",), "value")
+    out = one_var(cx, op, "Out", outputs=True)
+    x = cx.value(one_var(cx, op, "X"))
+    dtype = _dtype_or_input(cx, op, x)
+    fill = number(cx, attribute(cx, op, "value", "float", 0.0), dtype.numpy(), "value")
+    shape = cx.add("Shape", [x], name=f"{out}/shape", dtype=ir.DataType.INT64)
+    filled = cx.add(
+        "ConstantOfShape", [shape], {"value": ir.tensor(fill.reshape(1))}, name=out, dtype=dtype
+    )
+    define_out(cx, op, filled)
+
+
+@CONVERTERS.register("range", lod=None)
+def _range(cx, op: OpDesc) -> None:
+    """start, start + step, ... before end, of Out's declared dtype (PIR's arange `dtype`;
+    legacy range: Start's): ONNX's Range, which counts ceil((end - start) / step) elements as
+    Paddle does, on the three one-element inputs made scalars."""
+    out = one_var(cx, op, "Out", outputs=True)
+    dtype = cx.dtype_of(out) or cx.dtype_of(one_var(cx, op, "Start")) or ir.DataType.INT64
+    scalars = []
+    for slot in ("Start", "End", "Step"):
+        v = cx.value(one_var(cx, op, slot))
+        if v.dtype != dtype:
+            v = cx.cast(v, dtype, f"{out}/{slot.lower()}")
+        scalars.append(cx.add("Reshape", [v, cx.ints([], f"{out}/scalar")], name=f"{out}/{slot}"))
+    define_out(cx, op, cx.add("Range", scalars, name=out))
