@@ -25,7 +25,7 @@ from fusebridge.models import assets
 PADDLE3_TITLE = "Paddle 3 tagger (PIR)"
 
 
-def _ratios(rows: list[dict[str, object]], fast: set[str], slow: str) -> str:
+def ratios(rows: list[dict[str, object]], fast: set[str], slow: str) -> str:
     """Per batch size, the fastest of the `fast` runtimes that ran and agreed against `slow`'s
     time as a multiple, best against best and median against median."""
     base = {r["sentences"]: r for r in rows if r["runtime"] == slow and not failed(r)}
@@ -48,12 +48,12 @@ def _fastest_paddle(rows: list[dict[str, object]]) -> str:
     against Paddle Inference on the model written back with our ops when that peer ran."""
     lines = [
         "Fastest Paddle configuration / fusebridge, by sentences per batch: "
-        f"{_ratios(rows, set(PEERS), 'fusebridge')} (target >= 1.5x)."
+        f"{ratios(rows, set(PEERS), 'fusebridge')} (target >= 1.5x)."
     ]
     if any(r["runtime"] == SAVED_BACK for r in rows):
         lines.append(
             f"Fastest Paddle configuration / Paddle Inference with our ops ({SAVED_BACK}): "
-            f"{_ratios(rows, set(PEERS), SAVED_BACK)} (target >= 1.5x)."
+            f"{ratios(rows, set(PEERS), SAVED_BACK)} (target >= 1.5x)."
         )
     return "\n\n".join(lines)
 

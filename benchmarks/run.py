@@ -23,6 +23,7 @@ SECTIONS = {
     "fused_dropout": "benchmarks.fused_dropout",
     "gru": "benchmarks.gru",
     "paddle_models": "benchmarks.paddle_models",
+    "paddle_families": "benchmarks.paddle_families",
     "paddle_training": "benchmarks.paddle_training",
     "paddle_dygraph": "benchmarks.paddle_dygraph",
     "mxnet_models": "benchmarks.mxnet_models",

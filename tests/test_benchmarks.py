@@ -11,7 +11,14 @@ import pytest
 # Appended, not prepended: the installed fusebridge must stay ahead of the source tree.
 sys.path.append(str(Path(__file__).parents[1]))
 
-from benchmarks import mxnet_models, paddle_dygraph, paddle_models, paddle_training, run
+from benchmarks import (
+    mxnet_models,
+    paddle_dygraph,
+    paddle_families,
+    paddle_models,
+    paddle_training,
+    run,
+)
 
 
 def stub_section(monkeypatch, name, body):
@@ -65,6 +72,7 @@ def peer_missing(monkeypatch, module):
         ),
         (paddle_training, "paddle", "| paddle | not installed: pip install -e '.[bench]' |"),
         (paddle_dygraph, "paddle", "| paddle | not installed: pip install -e '.[bench]' |"),
+        (paddle_families, "paddle", "| paddle | not installed: pip install -e '.[bench]' |"),
     ],
 )
 def test_a_missing_peer_is_a_row(monkeypatch, section, module, row):
@@ -137,3 +145,15 @@ def test_the_paddle3_tagger_is_saved_as_the_benchmark_describes(tmp_path):
     assert table.shape == (tagger.VOCAB, tagger.EMBED)
     optimized, _ = fb.optimize(model)
     assert [n.op_type for n in optimized.graph].count("FusionGRU") == tagger.LAYERS
+
+
+def test_the_families_chart_draws_a_bar_per_model_and_batch():
+    import xml.etree.ElementTree as ET
+
+    results = {"deepspeech (jit)": {1: 2.1, 64: 0.9}, "ernie (jit)": {16: 1.25}}
+    root = ET.fromstring(paddle_families.chart(results, "title"))
+    ns = "{http://www.w3.org/2000/svg}"
+    bars = [r for r in root.iter(f"{ns}rect") if r.get("fill") in ("#4878a8", "#c04040")]
+    assert [b.get("fill") for b in bars] == ["#4878a8", "#c04040", "#4878a8"]
+    texts = [t.text for t in root.iter(f"{ns}text")]
+    assert {"deepspeech (jit), 64", "0.90x", "1.25x", "1.5x"} <= set(texts)

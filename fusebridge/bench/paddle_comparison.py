@@ -130,25 +130,40 @@ def compare_with_paddle(
     peers: Sequence[str] = PEERS,
     seed: int = 0,
 ) -> list[dict[str, object]]:
-    """One row per (batch size, runtime): best and median ms per batch, ratio to fusebridge, and
-    whether the outputs equal fusebridge's. fusebridge's row also gives its Session overhead
-    (time outside kernels and ONNX Runtime calls) in ms. A peer that could not run has
-    ms None and its whole error in "error" (`failed` tells such rows)."""
-    model_dir = Path(model_dir).resolve()  # the peers run in another folder
+    """compare_batches on random sentences of 5..60 words, `sentences` per batch, for a model
+    that looks words up in an embedding table (_word_inputs)."""
+    model_dir = Path(model_dir).resolve()
     model = fb.load(model_dir)
-    optimized, _ = fb.optimize(model)
-    session = fb.Session(optimized)
-    word_input, length_input, vocab = _word_inputs(model, session, model_dir)
+    word_input, length_input, vocab = _word_inputs(model, fb.Session(model), model_dir)
+    batches = []
+    for n in sentences:
+        ids, lengths = _batch(vocab, n, seed)
+        batches.append((n, sum(lengths), _feeds(word_input, length_input, ids, lengths)))
+    return compare_batches(model_dir, batches, repeat=repeat, peers=peers)
+
+
+def compare_batches(
+    model_dir: str | os.PathLike,
+    batches: Sequence[tuple[int, int, Feeds]],
+    *,
+    repeat: int = 20,
+    peers: Sequence[str] = PEERS,
+) -> list[dict[str, object]]:
+    """One row per (batch, runtime): best and median ms per batch, ratio to fusebridge, and
+    whether the outputs equal fusebridge's. A batch is (sentences, words, feeds: input name ->
+    (array, LoD lengths or None)). fusebridge's row also gives its Session overhead (time
+    outside kernels and ONNX Runtime calls) in ms. A peer that could not run has ms None and
+    its whole error in "error" (`failed` tells such rows)."""
+    model_dir = Path(model_dir).resolve()  # the peers run in another folder
+    session = fb.Session(fb.optimize(fb.load(model_dir))[0])
     threads = kernels.get_num_threads()
     rows = []
     with (
         tempfile.TemporaryDirectory() as tmp,
-        Progress(len(sentences) * (1 + len(peers)), "bench") as progress,
+        Progress(len(batches) * (1 + len(peers)), "bench") as progress,
     ):
-        for n in sentences:
+        for n, words, peer_feeds in batches:
             progress.step(f"{n} sentences: fusebridge")
-            ids, lengths = _batch(vocab, n, seed)
-            peer_feeds = _feeds(word_input, length_input, ids, lengths)
             feeds = {
                 name: array if lod is None else fb.LoDTensor(array, lengths=lod)
                 for name, (array, lod) in peer_feeds.items()
@@ -160,7 +175,6 @@ def compare_with_paddle(
             for _ in range(repeat):
                 session.run(feeds, profile=profile)
             overhead = (time.perf_counter() - start - sum(profile.values())) / repeat
-            words = sum(lengths)
             rows.append(
                 {
                     "sentences": n,

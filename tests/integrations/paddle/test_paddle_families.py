@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import onnxruntime as ort
 import pytest
-from helpers import paddle_families as families
 from helpers.error_bounds import ONNXRUNTIME
 from helpers.graph_bounds import SESSION, check_outputs, output_bounds
 from helpers.paddle_oracle import assert_close_to_paddle, paddle_or_skip, run_inference
 from helpers.python_under_test import run_python
 
 import fusebridge as fb
+from fusebridge.models import paddle_families as families
 
 ROOT = families.DEFAULT_OUT_DIR
 SAVED = sorted(f"{p.parent.name}/{p.name}" for p in ROOT.glob("*/*") if p.is_dir())
@@ -90,7 +90,7 @@ def test_recurrences_fuse(saved):
 def test_regenerating_writes_the_same_programs(tmp_path):
     """The committed fixtures are what the installed Paddle writes: same op types, in order."""
     paddle_or_skip()
-    families.main(tmp_path)
+    families.save_all(tmp_path)
     for saved in SAVED:
         fresh, committed = fb.load(tmp_path / saved), fb.load(ROOT / saved)
         assert [n.op_type for n in fresh.graph] == [n.op_type for n in committed.graph], saved

@@ -190,7 +190,9 @@ def _gelu(cx, op: OpDesc) -> None:
         scaled = cx.add("Mul", [inner, const(math.sqrt(2 / math.pi), "k")], name=f"{out}/arg")
         curve = cx.add("Tanh", [scaled], name=f"{out}/tanh")
     else:
-        scaled = cx.add("Mul", [x, const(math.sqrt(0.5), "k")], name=f"{out}/arg")
+        # x / sqrt 2 as a Div: the form ONNX Runtime's GeluFusion matches (one Gelu op, and
+        # BiasGelu with the Add before it), where a Mul by 1 / sqrt 2 stays five ops.
+        scaled = cx.add("Div", [x, const(math.sqrt(2.0), "k")], name=f"{out}/arg")
         curve = cx.add("Erf", [scaled], name=f"{out}/erf")
     one_plus = cx.add("Add", [curve, const(1.0, "one")], name=f"{out}/1p")
     half_x = cx.add("Mul", [x, const(0.5, "half")], name=f"{out}/half_x")
