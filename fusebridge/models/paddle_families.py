@@ -29,6 +29,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -189,32 +190,50 @@ def _seed_values(layer: Any, seed: int) -> dict[str, np.ndarray]:
     return values
 
 
-def save(name: str, way: str, out_dir: Path, sizes: Sizes = TEST) -> None:
-    """Model `name` saved `way` into out_dir/name/way/model.*: jit.save of the dygraph layer,
-    or the layer built in a static program and save_inference_model."""
+def save_layer(
+    prefix: str,
+    way: str,
+    make: Callable[[], tuple[Any, list[Any]]],
+    values: Callable[[Any], list[tuple[Any, np.ndarray]]],
+) -> None:
+    """Saves the layer make() builds (in eval mode, with its input specs) at `prefix` the way
+    `way` says: "jit", paddle.jit.save of the dygraph layer; else the layer built in a static
+    program from paddle.static.data inputs and save_inference_model (PIR on or off as paddle
+    was imported). values(layer) gives each parameter or buffer its value."""
     import paddle
 
-    prefix = str(out_dir / name / way / "model")
-    seed = SEED + MODELS.index(name)
     if way == "jit":
-        layer, specs = build(name, sizes)
-        layer.set_state_dict(_seed_values(layer, seed))
+        layer, specs = make()
+        for tensor, value in values(layer):
+            tensor.set_value(value)
         paddle.jit.save(layer, prefix, input_spec=specs)
         return
     paddle.enable_static()
     main, startup = paddle.static.Program(), paddle.static.Program()
     with paddle.static.program_guard(main, startup):
-        layer, specs = build(name, sizes)
+        layer, specs = make()
         inputs = [paddle.static.data(s.name, s.shape, s.dtype) for s in specs]
         outputs = layer(*inputs)
         outputs = list(outputs) if isinstance(outputs, tuple) else [outputs]
     exe = paddle.static.Executor(paddle.CPUPlace())
     exe.run(startup)
     scope = paddle.static.global_scope()
-    for key, value in _seed_values(layer, seed).items():
-        var = layer.state_dict()[key]
-        scope.find_var(var.name).get_tensor().set(value, paddle.CPUPlace())
+    for tensor, value in values(layer):
+        scope.find_var(tensor.name).get_tensor().set(value, paddle.CPUPlace())
+    # The layers were built in eval mode (dropout is_test); PIR programs have no
+    # clone(for_test=True).
     paddle.static.save_inference_model(prefix, inputs, outputs, exe, program=main)
+
+
+def save(name: str, way: str, out_dir: Path, sizes: Sizes = TEST) -> None:
+    """Model `name` saved `way` into out_dir/name/way/model.*."""
+    seed = SEED + MODELS.index(name)
+
+    def values(layer: Any) -> list[tuple[Any, np.ndarray]]:
+        state = layer.state_dict()
+        return [(state[key], value) for key, value in _seed_values(layer, seed).items()]
+
+    save_layer(str(out_dir / name / way / "model"), way, lambda: build(name, sizes), values)
 
 
 def feeds(name: str, batch: int = 3, seed: int = 1, sizes: Sizes = TEST) -> dict[str, np.ndarray]:

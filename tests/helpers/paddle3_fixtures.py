@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from fusebridge.models.paddle_families import save_layer
+
 DEFAULT_OUT_DIR = Path(__file__).parents[1] / "fixtures" / "paddle3"
 WAYS = ("jit", "pir", "legacy")
 SEED = 0
@@ -118,31 +120,12 @@ def save(name: str, way: str, out_dir: Path) -> None:
     """Model `name` saved `way` into out_dir/name/way/model.*: jit.save of the dygraph layer,
     or the layer built in a static program (paddle.static.data inputs) and
     save_inference_model."""
-    import paddle
-
-    prefix = str(out_dir / name / way / "model")
     seed = SEED + MODELS.index(name)
-    if way == "jit":
-        layer, specs = build(name)
-        for param, value in zip(layer.parameters(), _seed_values(layer, seed)):
-            param.set_value(value)
-        paddle.jit.save(layer, prefix, input_spec=specs)
-        return
-    paddle.enable_static()
-    main, startup = paddle.static.Program(), paddle.static.Program()
-    with paddle.static.program_guard(main, startup):
-        layer, specs = build(name)
-        inputs = [paddle.static.data(s.name, s.shape, s.dtype) for s in specs]
-        outputs = layer(*inputs)
-        outputs = list(outputs) if isinstance(outputs, tuple) else [outputs]
-    exe = paddle.static.Executor(paddle.CPUPlace())
-    exe.run(startup)
-    scope = paddle.static.global_scope()
-    for param, value in zip(layer.parameters(), _seed_values(layer, seed)):
-        scope.find_var(param.name).get_tensor().set(value, paddle.CPUPlace())
-    # The layers were built in eval mode (dropout is_test); PIR programs have no
-    # clone(for_test=True).
-    paddle.static.save_inference_model(prefix, inputs, outputs, exe, program=main)
+
+    def values(layer: Any) -> list[tuple[Any, np.ndarray]]:
+        return list(zip(layer.parameters(), _seed_values(layer, seed)))
+
+    save_layer(str(out_dir / name / way / "model"), way, lambda: build(name), values)
 
 
 def feeds(name: str, batch: int = 3, seed: int = 1) -> dict[str, np.ndarray]:

@@ -12,27 +12,20 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from helpers import paddle3_fixtures as fixtures
-from helpers.error_bounds import ONNXRUNTIME
-from helpers.graph_bounds import SESSION, check_outputs, output_bounds
-from helpers.paddle_oracle import assert_close_to_paddle, paddle_or_skip, run_inference
-from helpers.python_under_test import run_python
+from helpers import saved_paddle_models as saved_models
+from helpers.paddle_oracle import paddle_or_skip
 
 import fusebridge as fb
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
 
 ROOT = fixtures.DEFAULT_OUT_DIR
-SAVED = sorted(f"{p.parent.name}/{p.name}" for p in ROOT.glob("*/*") if p.is_dir())
+SAVED = saved_models.saved_forms(ROOT)
 
 
 def _feeds(saved: str, batch: int) -> dict[str, np.ndarray]:
     return fixtures.feeds(saved.split("/")[0], batch=batch)
-
-
-def _predict(saved: str, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    return run_inference(ROOT / saved, feeds)
 
 
 def test_the_fixtures_cover_every_model_and_way():
@@ -42,42 +35,20 @@ def test_the_fixtures_cover_every_model_and_way():
 
 
 def test_every_model_loads_without_paddle():
-    code = (
-        "import sys; sys.modules['paddle'] = None\n"
-        "import fusebridge as fb\n"
-        "for path in sys.argv[1:]:\n"
-        "    fb.Session(fb.optimize(fb.load(path))[0])\n"
-        "print(sorted(m for m, v in sys.modules.items() if m.startswith('paddle') and v))\n"
-    )
-    done = run_python(code, *(str(ROOT / s) for s in SAVED))
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    saved_models.assert_load_without_paddle([ROOT / s for s in SAVED])
 
 
 @pytest.mark.paddle
 @pytest.mark.parametrize("batch", [1, 3])
 @pytest.mark.parametrize("saved", SAVED)
 def test_session_equals_paddle_inference(saved, batch):
-    feeds = _feeds(saved, batch)
-    want = _predict(saved, feeds)
-    model = fb.load(ROOT / saved)
-    for label, graph in (("as loaded", model), ("optimized", fb.optimize(model)[0])):
-        got = list(fb.Session(graph).run(feeds).values())
-        assert_close_to_paddle(model, feeds, got, want, f"{saved} {label}, batch {batch}")
+    paddle_or_skip()
+    saved_models.assert_equals_paddle_inference(ROOT / saved, _feeds(saved, batch))
 
 
 @pytest.mark.parametrize("saved", SAVED)
 def test_portable_export_runs_in_plain_onnxruntime(saved, tmp_path):
-    feeds = _feeds(saved, 3)
-    model = fb.load(ROOT / saved)
-    optimized = fb.optimize(model)[0]
-    want = fb.Session(optimized).run(feeds)
-    path = tmp_path / "portable.onnx"
-    fb.save_onnx(fb.optimize(fb.load(ROOT / saved), "portable")[0], path)
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    got = dict(zip(want, session.run(None, feeds)))
-    bounds = output_bounds(model, feeds, (SESSION, ONNXRUNTIME))
-    check_outputs(got, want, bounds, f"{saved} portable")
+    saved_models.assert_portable_export_runs(ROOT / saved, _feeds(saved, 3), tmp_path)
 
 
 def _ops(saved: str) -> list[str]:
@@ -196,6 +167,4 @@ def test_regenerating_writes_the_same_programs(tmp_path):
     """The committed fixtures are what the installed Paddle writes: same op types, in order."""
     paddle_or_skip()
     fixtures.main(tmp_path)
-    for saved in SAVED:
-        fresh, committed = fb.load(tmp_path / saved), fb.load(ROOT / saved)
-        assert [n.op_type for n in fresh.graph] == [n.op_type for n in committed.graph], saved
+    saved_models.assert_same_programs(tmp_path, ROOT)
