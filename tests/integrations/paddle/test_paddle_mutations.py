@@ -23,7 +23,7 @@ import fusebridge as fb
 from fusebridge.integrations.paddle.load import ProgramConverter
 from fusebridge.integrations.paddle.params import find_model_files, read_paddle_model
 from fusebridge.integrations.paddle.program_desc import OpDesc, ProgramDesc
-from fusebridge.models import assets
+from fusebridge.models import assets, paddle_families
 
 Mutation = tuple[str, ProgramDesc]
 
@@ -230,8 +230,21 @@ def _training_directory(root: Path) -> Path:
     return directory
 
 
-@pytest.fixture(params=["tagger", "sentiment", pytest.param("training", marks=pytest.mark.paddle)])
+def _run_deepspeech(loaded: ir.Model) -> object:
+    return fb.Session(loaded).run(paddle_families.feeds("deepspeech", batch=2))
+
+
+@pytest.fixture(
+    params=[
+        "tagger",
+        "sentiment",
+        "deepspeech",  # conv2d, batch_norm, brelu, flatten, fill_any_like, floordiv, rnn
+        pytest.param("training", marks=pytest.mark.paddle),
+    ]
+)
 def model(request, tmp_path_factory) -> Model:
+    if request.param == "deepspeech":
+        return Model(paddle_families.DEFAULT_OUT_DIR / "deepspeech" / "legacy", _run_deepspeech)
     if request.param == "training":
         root = tmp_path_factory.getbasetemp() / "mutation_training"
         return Model(_training_directory(root), _run_training)

@@ -148,6 +148,7 @@ def _gather_nd(cx, op: OpDesc) -> None:
 
 @CONVERTERS.register("arg_max", lod=None)
 def _arg_max(cx, op: OpDesc) -> None:
+    refuse_tensor_inputs(cx, op, ("AxisTensor",), "axis")  # PIR's argmax by a computed axis
     out = one_var(cx, op, "Out", outputs=True)
     xv = one_var(cx, op, "X")
     x = cx.value(xv)
