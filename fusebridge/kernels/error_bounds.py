@@ -255,11 +255,12 @@ def lstm_bound(
     candidate_activation: str = "tanh",
     lib: Activations = FUSEBRIDGE,
     x_error: np.ndarray | None = None,
+    with_cell: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(hidden in float64, the bound of its error) of Paddle's lstm op (tests/
     paddle_lstm_models.reference_lstm's formula): x [words, 4H] the projected gates (c, i, f,
     o), weight [H, 4H], bias [1, 4H] or [1, 7H] with the peepholes W_ic, W_fc, W_oc. The
-    state the steps carry is (h, c)."""
+    state the steps carry is (h, c): with_cell, all of it, [words, 2H] (h, then c)."""
     weight = np.asarray(weight, np.float64)
     h = weight.shape[0]
     bias = np.asarray(bias, np.float64).reshape(-1)
@@ -290,7 +291,7 @@ def lstm_bound(
         np.concatenate([a, b])
         for a, b in zip(_starts(h0, len(lengths), h), _starts(c0, len(lengths), h))
     ]
-    return _run(step, starts, lengths, reverse, gx, egx, h)
+    return _run(step, starts, lengths, reverse, gx, egx, 2 * h if with_cell else h)
 
 
 def rnn_bound(

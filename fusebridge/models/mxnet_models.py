@@ -11,8 +11,15 @@ Each fixture is OUT_DIR/NAME-symbol.json + OUT_DIR/NAME-0000.params:
 - mlp_dropout: Dense -> relu -> Dropout(0.3) -> Dense -> LeakyReLU -> softmax, input data [N, 20].
 - attention: two-head self-attention on data [N, T, 16]: q, k, v Dense, Reshape/transpose into
   heads, batch_dot / sqrt(d), softmax, Dropout(0.1), batch_dot, heads merged, output Dense.
+- deepspeech: a DeepSpeech2-style speech model on a spectrogram data [N, 1, time, 16]: Conv2D
+  (stride 2) + BatchNorm + clip(0, 20), reshaped to [time / 2, N, features], a 2-layer
+  bidirectional GRU (TNC), Dense(flatten=False), softmax over the characters.
+- crnn: a CRNN-style text recogniser on a line image data [N, 1, 8, width]: Conv2D/relu/
+  MaxPool2D stack to height 1, the columns as [width / 2, N, channels], a bidirectional LSTM
+  (TNC), Dense(flatten=False), argmax over the characters (float32, as MXNet gives it).
 
-Weights are random but seeded (NumPy), set in parameter order. mxnet (1.9.1, numpy < 1.24) is
+Weights are random but seeded (NumPy), set in parameter order (BatchNorm's running variance
+kept positive). mxnet (1.9.1, numpy < 1.24) is
 imported only inside the functions: the module imports without it.
 """
 
@@ -35,9 +42,11 @@ WEIGHT_SCALE = 0.3
 VOCAB, EMBED, HIDDEN, TAGS = 200, 24, 16, 9
 MLP_IN, MLP_HIDDEN, MLP_OUT = 20, 32, 10
 ATT_DIM, ATT_HEADS = 16, 2
+SPEECH_FREQ, CHARS, CHANNELS, RNN_HIDDEN = 16, 7, (4, 6), 6
+LINE_HEIGHT = 8  # crnn: image rows (three poolings by 2 make them one)
 
 
-def _seed_parameters(block: Any, seed: int = SEED) -> None:
+def _seed_parameters(block: Any, seed: int = SEED, scale: float = WEIGHT_SCALE) -> None:
     # NumPy rather than mx.random: the same values whatever MXNet's initializers do, nonzero
     # biases, and the tagger with and without sequence lengths gets identical weights.
     import mxnet as mx
@@ -45,7 +54,7 @@ def _seed_parameters(block: Any, seed: int = SEED) -> None:
     rng = np.random.default_rng(seed)
     block.initialize(mx.init.Zero())
     for param in block.collect_params().values():
-        param.set_data(mx.nd.array(rng.uniform(-WEIGHT_SCALE, WEIGHT_SCALE, size=param.shape)))
+        param.set_data(mx.nd.array(rng.uniform(-scale, scale, size=param.shape)))
 
 
 def _gru_class() -> type:
@@ -183,17 +192,96 @@ def build_attention() -> Any:
     return block
 
 
+def _positive_variances(block: Any, seed: int = SEED) -> None:
+    # A running variance seeded in [-0.3, 0.3] would normalize by the root of a negative.
+    import mxnet as mx
+
+    rng = np.random.default_rng(seed)
+    for name, param in block.collect_params().items():
+        if name.endswith("running_var"):
+            param.set_data(mx.nd.array(rng.uniform(0.5, 1.5, size=param.shape)))
+
+
+def build_deepspeech() -> Any:
+    """forward(spectrogram [N, 1, T, SPEECH_FREQ]) -> character probabilities
+    [ceil(T / 2), N, CHARS] (time-major, as the GRU runs)."""
+    import mxnet as mx
+
+    nn = mx.gluon.nn
+    features = CHANNELS[0] * (SPEECH_FREQ // 2)
+
+    class DeepSpeech(mx.gluon.HybridBlock):
+        def __init__(self, **kwargs: Any):
+            super().__init__(**kwargs)
+            with self.name_scope():
+                self.conv = nn.Conv2D(
+                    CHANNELS[0], (3, 3), strides=(2, 2), padding=(1, 1), in_channels=1
+                )
+                self.norm = nn.BatchNorm(in_channels=CHANNELS[0])
+                self.gru = mx.gluon.rnn.GRU(
+                    RNN_HIDDEN, num_layers=2, bidirectional=True, input_size=features
+                )
+                self.out = nn.Dense(CHARS, flatten=False, in_units=2 * RNN_HIDDEN)
+
+        def hybrid_forward(self, F, audio):
+            x = F.clip(self.norm(self.conv(audio)), 0, 20)  # [N, C, T', F'], hardtanh
+            x = F.reshape(F.transpose(x, axes=(2, 0, 1, 3)), shape=(0, 0, -1))  # [T', N, C*F']
+            return F.softmax(self.out(self.gru(x)), axis=-1)
+
+    block = DeepSpeech(prefix="deepspeech_")
+    _seed_parameters(block)
+    _positive_variances(block)
+    return block
+
+
+def build_crnn() -> Any:
+    """forward(image [N, 1, LINE_HEIGHT, W]) -> the best character of each column pair
+    [W / 2, N] (float32 indices)."""
+    import mxnet as mx
+
+    nn = mx.gluon.nn
+
+    class Crnn(mx.gluon.HybridBlock):
+        def __init__(self, **kwargs: Any):
+            super().__init__(**kwargs)
+            with self.name_scope():
+                self.conv1 = nn.Conv2D(CHANNELS[0], 3, padding=1, in_channels=1)
+                self.conv2 = nn.Conv2D(CHANNELS[1], 3, padding=1, in_channels=CHANNELS[0])
+                self.pool1 = nn.MaxPool2D(2, 2)
+                self.pool2 = nn.MaxPool2D((2, 1), (2, 1))
+                self.pool3 = nn.MaxPool2D((2, 1), (2, 1))
+                self.lstm = mx.gluon.rnn.LSTM(
+                    RNN_HIDDEN, bidirectional=True, input_size=CHANNELS[1]
+                )
+                self.out = nn.Dense(CHARS, flatten=False, in_units=2 * RNN_HIDDEN)
+
+        def hybrid_forward(self, F, image):
+            x = self.pool1(F.relu(self.conv1(image)))  # [N, C1, 4, W/2]
+            x = self.pool3(self.pool2(F.relu(self.conv2(x))))  # [N, C2, 1, W/2]
+            x = F.transpose(F.reshape(x, shape=(0, 0, -1)), axes=(2, 0, 1))  # [W/2, N, C2]
+            return F.argmax(self.out(self.lstm(x)), axis=-1)
+
+    block = Crnn(prefix="crnn_")
+    # Weights in [-1, 1]: at +-0.3 the LSTM's outputs stay within +-0.25 and the Dense's bias
+    # decides every column alike, so that argmax would check nothing before it.
+    _seed_parameters(block, scale=1.0)
+    return block
+
+
 BUILDERS = {
     "gru_tagger": build_gru_tagger,
     "gru_tagger_fixed": build_gru_tagger_fixed,
     "mlp_dropout": build_mlp_dropout,
     "attention": build_attention,
+    "deepspeech": build_deepspeech,
+    "crnn": build_crnn,
 }
 
 
 def sample_inputs(name: str, seed: int = 1) -> list[np.ndarray]:
     """Inputs for fixture `name` in the order of its exported inputs (data, or data0, data1):
-    two sentences of 7 steps, the second of length 4 where the model takes lengths."""
+    two sentences of 7 steps, the second of length 4 where the model takes lengths; two
+    spectrograms of 12 frames; two line images 12 columns wide."""
     rng = np.random.default_rng(seed)
     if name in ("gru_tagger", "gru_tagger_fixed"):
         ids = rng.integers(0, VOCAB, size=(2, 7)).astype(np.float32)
@@ -202,6 +290,10 @@ def sample_inputs(name: str, seed: int = 1) -> list[np.ndarray]:
         return [rng.standard_normal((3, MLP_IN)).astype(np.float32)]
     if name == "attention":
         return [rng.standard_normal((2, 5, ATT_DIM)).astype(np.float32)]
+    if name == "deepspeech":
+        return [rng.standard_normal((2, 1, 12, SPEECH_FREQ)).astype(np.float32)]
+    if name == "crnn":
+        return [rng.uniform(0, 1, (2, 1, LINE_HEIGHT, 12)).astype(np.float32)]
     raise KeyError(name)
 
 

@@ -1,9 +1,10 @@
 """One recurrence toolkit for the importers (Paddle's `rnn` and `lstm`, MXNet's `RNN`, ONNX's
 `GRU`) and the rules that fold a projection into a recurrence: the canonical gate order, one
 layer's weights in one layout, layers stacked with each one's initial state sliced from the
-framework's [L*D, N, H] state and their final states gathered, and projection folding with one
-set of refusal reasons. A frontend reads its framework's packing and hands the blocks over in
-its own gate order; everything after that is done here, once.
+framework's [L*D, N, H] state and their final states gathered, the layer builders (our
+FusionGRU, ONNX's LSTM and RNN), and projection folding with one set of refusal reasons. A
+frontend reads its framework's packing and hands the blocks over in its own gate order;
+everything after that is done here, once.
 
 Canonical: a GRU's gates are (update, reset, candidate), which are ONNX's (z, r, h); an LSTM's
 are ONNX's (i, o, f, c); a simple RNN has one. Weights are kept in ONNX's form, W [D, G*H, I],
@@ -83,6 +84,8 @@ class Builder(Protocol):
 
     def ints(self, values: Sequence[int], name: str) -> ir.Value: ...
 
+    def cast(self, value: ir.Value, to: ir.DataType, name: str) -> ir.Value: ...
+
     def add(self, op_type: str, inputs: list, attrs: dict | None = None, **kw) -> object: ...
 
 
@@ -152,6 +155,34 @@ def fusion_gru_layer(attrs: dict[str, object]) -> LayerBuilder:
             num_outputs=2,
         )
         return y, [last]
+
+    return build
+
+
+def onnx_layer(op_type: str, activation: str = "Tanh") -> LayerBuilder:
+    """A LayerBuilder making one ONNX LSTM (op_type "LSTM") or RNN ("RNN", its `activation`:
+    "Tanh" or "Relu") per layer, which ONNX Runtime runs, time-major: x [T, N, I] in, ONNX's
+    Y [T, D, N, H] turned back into the frameworks' [T, N, D*H]; lengths (int64, or None) as
+    ONNX's int32 sequence_lens; the final states Y_h (and Y_c) [D, N, H]."""
+
+    def build(b: Builder, x, lengths, p: LayerWeights, initial, name: str):
+        d, hidden = p.directions, p.hidden
+        attrs = {"hidden_size": hidden, "direction": "bidirectional" if d == 2 else "forward"}
+        if op_type == "RNN":
+            attrs["activations"] = [activation] * d
+        lens = b.cast(lengths, ir.DataType.INT32, f"{name}/lens") if lengths is not None else None
+        bias = b.const(p.onnx_bias(), f"{name}/B")
+        w, r = b.const(p.w, f"{name}/W"), b.const(p.r, f"{name}/R")
+        outputs = b.add(
+            op_type,
+            [x, w, r, bias, lens, *initial],
+            attrs,
+            name=f"{name}/onnx",
+            num_outputs=3 if op_type == "LSTM" else 2,
+        )
+        y4 = b.add("Transpose", [outputs[0]], {"perm": [0, 2, 1, 3]}, name=f"{name}/tnd")
+        y = b.add("Reshape", [y4, b.ints([0, 0, d * hidden], f"{name}/shape")], name=name)
+        return y, list(outputs[1:])
 
     return build
 

@@ -494,7 +494,7 @@ def _onnx_recurrence(g, node, ins):
     acts = [a.decode().lower() for a in attrs.get("activations", [])]
     reverses = DIRECTIONS[attrs.get("direction", b"forward").decode()]
     xs, exs, lengths = _stacked([(x[: int(m), i], ex[: int(m), i]) for i, m in enumerate(lens)])
-    outs = []
+    outs, cells = [], []  # each direction's (hidden, bound) [words, H]; the LSTM's cell too
     for k, reverse in enumerate(reverses):
         wx, wh, b = w[k].T, r[k].T, bias[k]
         start = None if h0 is None else h0[k]
@@ -520,14 +520,14 @@ def _onnx_recurrence(g, node, ins):
             egx = egx + gamma(2) * (np.abs(b[: 4 * h]) + np.abs(b[4 * h :]))[perm]
             tail = np.zeros(0) if peep is None else peep[k][np.r_[0:h, 2 * h : 3 * h, h : 2 * h]]
             f, g_, h_ = acts[3 * k : 3 * k + 3] or ["sigmoid", "tanh", "tanh"]
-            outs.append(
-                lstm_bound(
-                    gx + both, wh[:, perm], np.concatenate([np.zeros(4 * h), tail]), start,
-                    None if c0 is None else c0[k], use_peepholes=peep is not None,
-                    gate_activation=f, cell_activation=h_, candidate_activation=g_,
-                    x_error=egx, **common,
-                )
+            state, e_state = lstm_bound(
+                gx + both, wh[:, perm], np.concatenate([np.zeros(4 * h), tail]), start,
+                None if c0 is None else c0[k], use_peepholes=peep is not None,
+                gate_activation=f, cell_activation=h_, candidate_activation=g_,
+                x_error=egx, with_cell=True, **common,
             )  # fmt: skip
+            outs.append((state[:, :h], e_state[:, :h]))
+            cells.append((state[:, h:], e_state[:, h:]))
     y, ey = np.zeros((t_max, d, n, h)), np.zeros((t_max, d, n, h))
     begins = np.concatenate([[0], np.cumsum(lengths)])
     for k, (out, e) in enumerate(outs):
@@ -537,7 +537,10 @@ def _onnx_recurrence(g, node, ins):
     if batch_first:
         y, ey = y.transpose(2, 0, 1, 3), ey.transpose(2, 0, 1, 3)
         last, elast = last.transpose(1, 0, 2), elast.transpose(1, 0, 2)
-    return [(y, ey), (last, elast), (None, None)][: len(node.output)]
+    cell = _last(cells, lengths, reverses, c0, h) if cells else (None, None)  # Y_c
+    if batch_first and cells:
+        cell = tuple(a.transpose(1, 0, 2) for a in cell)
+    return [(y, ey), (last, elast), cell][: len(node.output)]
 
 
 def _fusion_gru_rule(g, node, ins):

@@ -94,3 +94,57 @@ def run_mxnet_per_sentence(
             feeds[names[1]] = np.array([n], np.float32)
         outputs.append(_run(block, names, feeds)[0][0])
     return outputs
+
+
+# -- symbols made with mx.sym, run by MXNet's executor ---------------------------------------
+
+
+def symbol_values(
+    sym: Any, feeds: dict[str, np.ndarray], rng: np.random.Generator, scale: float = 0.5
+) -> dict[str, np.ndarray]:
+    """Values for every argument and auxiliary state of sym that feeds does not give, in the
+    shapes and dtypes MXNet infers from the feeds: uniform in [-scale, scale], the auxiliary
+    states (BatchNorm's moving mean and variance) in [0.5, 1.5] so that a variance is one."""
+    shapes = {k: np.shape(v) for k, v in feeds.items()}
+    arg_shapes, _, aux_shapes = sym.infer_shape(**shapes)
+    arg_types, _, aux_types = sym.infer_type(**{k: np.asarray(v).dtype for k, v in feeds.items()})
+    values = {}
+    for names, all_shapes, types, low, high in (
+        (sym.list_arguments(), arg_shapes, arg_types, -scale, scale),
+        (sym.list_auxiliary_states(), aux_shapes, aux_types, 0.5, 1.5),
+    ):
+        for name, shape, dtype in zip(names, all_shapes, types):
+            if name not in feeds:
+                values[name] = rng.uniform(low, high, shape).astype(dtype)
+    return values
+
+
+def run_symbol(sym: Any, values: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """sym run once by MXNet's executor in inference mode (is_train=False); values: every
+    argument and auxiliary state by name. Returns the outputs as NumPy arrays."""
+    import mxnet as mx
+
+    def arrays(names: list[str]) -> dict[str, Any]:
+        return {n: mx.nd.array(values[n], dtype=np.asarray(values[n]).dtype) for n in names}
+
+    args, aux = arrays(sym.list_arguments()), arrays(sym.list_auxiliary_states())
+    exe = sym.bind(mx.cpu(), args, aux_states=aux, grad_req="null")
+    return [o.asnumpy() for o in exe.forward(is_train=False)]
+
+
+def save_symbol(sym: Any, params: dict[str, np.ndarray], prefix: str | os.PathLike) -> str:
+    """Writes prefix-symbol.json and prefix-0000.params as MXNet saves a checkpoint (names
+    prefixed arg: or aux:); returns the symbol file's path."""
+    import mxnet as mx
+
+    symbol_file, params_file = _files(prefix)
+    aux = set(sym.list_auxiliary_states())
+    sym.save(symbol_file)
+    mx.nd.save(
+        params_file,
+        {
+            f"{'aux' if k in aux else 'arg'}:{k}": mx.nd.array(v, dtype=np.asarray(v).dtype)
+            for k, v in params.items()
+        },
+    )
+    return symbol_file

@@ -48,6 +48,7 @@ _PARSERS = {
     "ints": parse_ints,
     "str": parse_str,
     "int?": parse_optional_int,
+    "bool?": lambda v, node, key: None if v.strip() == "None" else parse_bool(v, node, key),
     "float?": lambda v, node, key: None if v.strip() == "None" else parse_float(v, node, key),
 }
 
@@ -118,7 +119,7 @@ class SymbolConverter(GraphBuilder):
     # -- attributes: strings in the JSON, MXNet's defaults where absent ----------------------
     def attr(self, key: str, kind: str, default: object = _REQUIRED) -> object:
         """The node's attribute `key` parsed as kind ("int", "float", "bool", "ints", "str", or
-        "int?" / "float?" that may be "None");
+        "int?" / "float?" / "bool?" that may be "None");
         `default` when absent (MXNet writes only attributes given explicitly)."""
         raw = self.node.attrs.get(key)
         if raw is None:

@@ -26,7 +26,7 @@ from fusebridge.integrations.mxnet.params import read_params, write_params
 from fusebridge.integrations.mxnet.symbol import parse_symbol
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "mxnet"
-NAMES = ["gru_tagger", "gru_tagger_fixed", "mlp_dropout", "attention"]
+NAMES = ["gru_tagger", "gru_tagger_fixed", "mlp_dropout", "attention", "deepspeech", "crnn"]
 
 
 def var(name: str, **attrs: str) -> dict:
@@ -452,6 +452,93 @@ def test_fully_connected_and_embedding_weights_must_fit_their_attributes(tmp_pat
     nodes = [var("ids"), var("w"), op("Embedding", "e", [0, 1], input_dim="9", output_dim="3")]
     path = save(tmp_path, nodes, {"w": W})
     expect(fb.ModelFormatError, lambda: fb.load(path), "'e'", "(4, 3)", "[9, 3]")
+
+
+CONV_W = np.ones((4, 1, 3, 3), np.float32)
+LSTM_PARAMS = np.zeros(4 * 4 * (6 + 4) + 2 * 4 * 4, np.float32)  # 1 layer, H 4 over I 6
+
+
+def _conv(**attrs: str) -> tuple[list, dict]:
+    attrs = {"kernel": "(3, 3)", "num_filter": "4", "no_bias": "True", **attrs}
+    return [var("x"), var("w"), op("Convolution", "c", [0, 1], **attrs)], {"w": CONV_W}
+
+
+def _one(kind: str, **attrs: str) -> tuple[list, dict]:
+    return [var("x"), op(kind, "n", [0], **attrs)], {}
+
+
+def _lstm(inputs: int = 4, **attrs: str) -> tuple[list, dict]:
+    attrs = {"mode": "lstm", "state_size": "4", **attrs}
+    states = [op("_zeros", f"s{k}", [], shape="(1, 0, 4)") for k in range(inputs - 2)]
+    nodes = [var("x"), var("params"), *states]
+    return [*nodes, op("RNN", "rnn", list(range(inputs)), **attrs)], {"params": LSTM_PARAMS}
+
+
+@pytest.mark.parametrize(
+    ("graph", "error", "fragments"),
+    [
+        (_conv(layout="NHWC"), fb.UnsupportedOpError, ["layout = 'NHWC'", "'NCHW'"]),
+        (_conv(kernel="(3,)"), fb.UnsupportedOpError, ["kernel = (3,)", "only 2-D"]),
+        (_conv(kernel="(3, 0)"), fb.ModelFormatError, ["kernel = (3, 0)", "sizes >= 1"]),
+        (_conv(stride="(0, 1)"), fb.ModelFormatError, ["stride = (0, 1)", "two sizes (y, x) >= 1"]),
+        (_conv(pad="(1, 1, 1)"), fb.ModelFormatError, ["pad = (1, 1, 1)", ">= 0"]),
+        (_conv(num_group="3"), fb.ModelFormatError, ["num_group = 3", "num_filter (4)"]),
+        (_conv(kernel="(2, 2)"), fb.ModelFormatError, ["(4, 1, 3, 3)", "[4, C / num_group, 2, 2]"]),
+        (_conv(no_bias="False"), fb.ModelFormatError, ["2 inputs", "weight, bias"]),
+        (_one("Pooling", kernel="(2, 2)", pool_type="lp"), fb.UnsupportedOpError,
+         ["pool_type = 'lp'", "one of max, avg"]),
+        (_one("Pooling", kernel="(2, 2)", pool_type="median"), fb.ModelFormatError,
+         ["pool_type = 'median'", "max, avg, sum, lp"]),
+        (_one("Pooling", kernel="(2, 2)", pad="(2, 1)"), fb.ModelFormatError,
+         ["pad = (2, 1)", "below the kernel's size (2, 2)"]),
+        (_one("Pooling", kernel="(2, 2)", stride="(2, 2)", pad="(1, 1)",
+              pooling_convention="full"), fb.UnsupportedOpError,
+         ["pooling_convention = 'full'", "stride + pad <= kernel", "stride (2, 2), pad (1, 1)"]),
+        (_one("Pooling", kernel="(2, 2)", pooling_convention="same"), fb.UnsupportedOpError,
+         ["pooling_convention = 'same'"]),
+        (_one("Pooling", kernel="(2, 2)", pooling_convention="ceil"), fb.ModelFormatError,
+         ["pooling_convention = 'ceil'", "'valid', 'full' or 'same'"]),
+        (_one("clip", a_min="3", a_max="-3"), fb.UnsupportedOpError,
+         ["clip node 'n'", "a_max = -3.0", "at least a_min (3.0)"]),
+        (_one("clip", a_min="nan", a_max="1"), fb.ModelFormatError, ["a_min = nan", "not NaN"]),
+        (_one("sum", axis="(1, -1)", exclude="True"), fb.UnsupportedOpError,
+         ["sum node 'n'", "axis = (1, -1)", "all >= 0 or all < 0"]),
+        (_one("mean", axis="(1, 1)"), fb.ModelFormatError, ["axis = (1, 1)", "each axis once"]),
+        (_lstm(mode="lstmp"), fb.ModelFormatError,
+         ["mode = 'lstmp'", "gru, lstm, rnn_tanh, rnn_relu"]),
+        (_lstm(projection_size="2"), fb.UnsupportedOpError, ["projection_size = 2", "LSTMP"]),
+        (_lstm(lstm_state_clip_max="1.5"), fb.UnsupportedOpError,
+         ["lstm_state_clip_max = 1.5", "expected None"]),
+        (_lstm(inputs=3), fb.ModelFormatError, ["3 inputs", "state, state_cell"]),
+        (_lstm(state_size="5"), fb.ModelFormatError,
+         ["192 parameters do not fit 1 layer(s) of mode lstm, hidden size 5"]),
+    ],
+)  # fmt: skip
+def test_image_reduction_clip_and_rnn_attributes_are_checked(tmp_path, graph, error, fragments):
+    """Each refusal is typed (malformed: a value MXNet refuses too; unsupported: one it takes)
+    and names the file, the node, the attribute, its value and what was expected."""
+    nodes, params = graph
+    path = save(tmp_path, nodes, params)
+    expect(error, lambda: fb.load(path), str(path), f"node '{nodes[-1]['name']}'", *fragments)
+
+
+BN_STATS = {k: np.ones(3, np.float32) for k in ("gamma", "beta", "mean", "var")}
+
+
+@pytest.mark.parametrize(
+    ("shape", "attrs", "error", "fragments"),
+    [
+        (None, {"output_mean_var": "True"}, fb.UnsupportedOpError, ["output_mean_var = True"]),
+        (None, {"eps": "-1"}, fb.ModelFormatError, ["eps = -1.0", ">= 0"]),
+        (None, {"eps": "inf"}, fb.ModelFormatError, ["eps = inf", "finite"]),
+        ("(2, 3)", {"axis": "2"}, fb.ModelFormatError, ["axis = 2", "[-2, 2)"]),
+    ],
+)
+def test_batch_norm_attributes_are_checked(tmp_path, shape, attrs, error, fragments):
+    x = var("x", __shape__=shape) if shape else var("x")
+    nodes = [x, *map(var, BN_STATS), op("BatchNorm", "bn", [0, 1, 2, 3, 4], **attrs)]
+    path = save(tmp_path, nodes, BN_STATS)
+    expect(error, lambda: fb.load(path), str(path), "BatchNorm node 'bn'", *fragments)
 
 
 def test_embedding_ids_are_truncated_and_clipped_as_mxnet_does(tmp_path):

@@ -75,8 +75,8 @@ def test_fixture_loads_without_mxnet_and_fuses(name):
 
 def test_unsupported_ops_are_listed_at_once(tmp_path):
     text = _path("mlp_dropout").read_text()
-    text = text.replace('"op": "LeakyReLU"', '"op": "Pooling"').replace(
-        '"op": "Activation"', '"op": "BatchNorm"'
+    text = text.replace('"op": "LeakyReLU"', '"op": "Deconvolution"').replace(
+        '"op": "Activation"', '"op": "LRN"'
     )
     (tmp_path / "bad-symbol.json").write_text(text)
     with pytest.raises(fb.UnsupportedOpError, match="2 unsupported op type"):

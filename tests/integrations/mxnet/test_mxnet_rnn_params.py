@@ -1,11 +1,15 @@
-"""MXNet's RNN(mode='gru') flat parameter vector to the canonical GRU weights, checked against a
-vector packed by hand from the documented layout and against MXNet's GRU formula."""
+"""MXNet's RNN flat parameter vector to the canonical weights, every mode, checked against a
+vector packed by hand from the documented layout (gate blocks gru r, z, n; lstm i, f, c, o;
+rnn one), and for gru against MXNet's formula. MXNet's own numbers: test_mxnet_op_oracles."""
 
 import numpy as np
 import pytest
 
 from fusebridge import ArgumentError
-from fusebridge.integrations.mxnet.rnn_params import mxnet_rnn_params_to_canonical
+from fusebridge.integrations.mxnet.rnn_params import (
+    mxnet_rnn_params_to_canonical,
+    mxnet_rnn_weights,
+)
 from fusebridge.kernels import reference
 
 RNG = np.random.default_rng(7)
@@ -18,27 +22,27 @@ def f32(*shape, scale=1.0):
 H, IN, LAYERS, DIRS = 3, 5, 2, 2
 
 
-def mxnet_gates(rows):
-    """One MXNet matrix or bias, built from named gate blocks (r, z, n)."""
-    return {g: f32(H, *rows) for g in "rzn"}
+def mxnet_gates(rows, gates):
+    """One MXNet matrix or bias, built from named gate blocks (`gates` in MXNet's order)."""
+    return {g: f32(H, *rows) for g in gates}
 
 
-def pack_by_hand():
-    """The flat vector as MXNet 1.9.1's RNN lays it out (docs/gru.md), and the blocks it was
-    made of."""
+def pack_by_hand(gates="rzn"):
+    """The flat vector as MXNet 1.9.1's RNN lays it out (docs/gru.md), gate blocks `gates` in
+    MXNet's order, and the blocks it was made of."""
     blocks = []  # per (layer, direction): i2h, h2h weights and biases as gate dicts
     for layer in range(LAYERS):
         i_l = IN if layer == 0 else DIRS * H
         for _ in range(DIRS):
             blocks.append(
                 {
-                    "i2h_weight": mxnet_gates((i_l,)),
-                    "h2h_weight": mxnet_gates((H,)),
-                    "i2h_bias": mxnet_gates(()),
-                    "h2h_bias": mxnet_gates(()),
+                    "i2h_weight": mxnet_gates((i_l,), gates),
+                    "h2h_weight": mxnet_gates((H,), gates),
+                    "i2h_bias": mxnet_gates((), gates),
+                    "h2h_bias": mxnet_gates((), gates),
                 }
             )
-    stack = lambda g: np.concatenate([g["r"], g["z"], g["n"]]).reshape(-1)  # noqa: E731
+    stack = lambda g: np.concatenate([g[k] for k in gates]).reshape(-1)  # noqa: E731
     weights = [stack(b[k]) for b in blocks for k in ("i2h_weight", "h2h_weight")]
     biases = [stack(b[k]) for b in blocks for k in ("i2h_bias", "h2h_bias")]
     return np.concatenate(weights + biases), blocks
@@ -101,3 +105,39 @@ def test_mxnet_params_wrong_length():
         )
     with pytest.raises(ArgumentError, match="hidden_size must be at least 1"):
         mxnet_rnn_params_to_canonical(params, input_size=IN, hidden_size=0)
+
+
+@pytest.mark.parametrize(
+    ("mode", "gates", "canonical"),
+    [
+        ("lstm", "ifco", "iofc"),
+        ("rnn_tanh", "h", "h"),
+        ("rnn_relu", "h", "h"),
+        ("gru", "rzn", "zrn"),
+    ],
+)
+def test_mxnet_params_every_mode(mode, gates, canonical):
+    """ONNX's form, W [D, G*H, I], R [D, G*H, H], biases [D, G*H], in ONNX's gate order: LSTM
+    i, o, f, c (ONNX's LSTM spec), GRU z, r, h."""
+    params, blocks = pack_by_hand(gates)
+    layers = mxnet_rnn_weights(
+        params, mode=mode, input_size=IN, hidden_size=H, num_layers=LAYERS, bidirectional=True
+    )
+    g = len(gates)
+    for layer, weights in enumerate(layers):
+        i_l = IN if layer == 0 else DIRS * H
+        assert weights.w.shape == (DIRS, g * H, i_l) and weights.r.shape == (DIRS, g * H, H)
+        for d in range(DIRS):
+            b = blocks[layer * DIRS + d]
+            for row, gate in enumerate(canonical):
+                rows = slice(row * H, (row + 1) * H)
+                np.testing.assert_array_equal(weights.w[d][rows], b["i2h_weight"][gate])
+                np.testing.assert_array_equal(weights.r[d][rows], b["h2h_weight"][gate])
+                np.testing.assert_array_equal(weights.b[d][rows], b["i2h_bias"][gate])
+                np.testing.assert_array_equal(weights.bh[d][rows], b["h2h_bias"][gate])
+
+
+def test_mxnet_params_unknown_mode():
+    params, _ = pack_by_hand()
+    with pytest.raises(ArgumentError, match=r"mode 'lstmp', expected one of gru, lstm"):
+        mxnet_rnn_weights(params, mode="lstmp", input_size=IN, hidden_size=H)

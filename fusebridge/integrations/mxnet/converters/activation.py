@@ -1,5 +1,6 @@
 """MXNet's activations: Activation (by act_type), relu, sigmoid and tanh, LeakyReLU (leaky, elu,
-selu, prelu, rrelu, gelu), softmax, log_softmax and SoftmaxOutput, as ONNX ops."""
+selu, prelu, rrelu, gelu), clip (hardtanh), softmax, log_softmax and SoftmaxOutput, as ONNX
+ops."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from fusebridge.integrations.mxnet.converters.common import (
     check_axes,
     finite_attribute,
     shape_of,
+    typed_scalar,
+    unsupported_attribute,
 )
 from fusebridge.integrations.mxnet.symbol import MXNode
 
@@ -82,6 +85,25 @@ def _leaky_relu(cx, node: MXNode) -> None:
     else:
         raise UnsupportedOpError(f"{cx.where()}: act_type {act!r} not supported")
     cx.define(out)
+
+
+@CONVERTERS.register("clip")
+def _clip(cx, node: MXNode) -> None:
+    """ONNX's Clip, its bounds in x's dtype as MXNet casts them (an integer's truncated)."""
+    x = cx.input(0)
+    low, high = cx.attr("a_min", "float"), cx.attr("a_max", "float")
+    for key, value in (("a_min", low), ("a_max", high)):
+        if math.isnan(value):
+            bad_attribute(cx, key, value, "a number (not NaN)")
+    if low > high:
+        # MXNet then gives a_max above a_max and a_min at or below it; ONNX's Clip a_max.
+        unsupported_attribute(cx, "a_max", high, f"at least a_min ({low})")
+    dtype = np.dtype(x.dtype.numpy() if x.dtype is not None else np.float32)
+    bounds = [
+        cx.const(typed_scalar(cx, key, value, dtype), f"{node.name}/{key}")
+        for key, value in (("a_min", low), ("a_max", high))
+    ]
+    cx.define(cx.add("Clip", [x, *bounds]))
 
 
 @CONVERTERS.register("softmax", "log_softmax")

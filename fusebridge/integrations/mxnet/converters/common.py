@@ -16,7 +16,7 @@ from typing import NoReturn
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge.errors import ModelFormatError
+from fusebridge.errors import ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.converters import ConverterRegistry
 from fusebridge.kernels.arguments import as_probability
 
@@ -24,7 +24,13 @@ CONVERTERS = ConverterRegistry("MXNet converter")
 
 
 def bad_attribute(cx, key: str, value: object, expected: str) -> NoReturn:
+    """A value MXNet itself refuses: the file is malformed."""
     raise ModelFormatError(f"{cx.where()}: attribute {key} = {value!r}, expected {expected}")
+
+
+def unsupported_attribute(cx, key: str, value: object, expected: str) -> NoReturn:
+    """A value MXNet takes but fusebridge does not convert."""
+    raise UnsupportedOpError(f"{cx.where()}: attribute {key} = {value!r}, expected {expected}")
 
 
 def positive_attribute(cx, key: str, *default: int) -> int:
@@ -46,11 +52,19 @@ def dropout_p(cx, default: float) -> float:
     return as_probability(cx.attr("p", "float", default), cx.where())
 
 
-def check_axes(cx, key: str, axes: Sequence[int], rank: int | None, negative: bool = True) -> None:
+def check_axes(
+    cx,
+    key: str,
+    axes: Sequence[int],
+    rank: int | None,
+    negative: bool = True,
+    one: bool | None = None,
+) -> None:
     """Refuses repeated axes, negative ones where MXNet refuses them, and any outside the rank
-    when the rank is known at load (else the op refuses it when it runs)."""
+    when the rank is known at load (else the op refuses it when it runs). `one`: whether the
+    attribute holds one axis, not a tuple (default: all but `axes` do)."""
     low = -rank if negative and rank is not None else 0
-    shown = tuple(axes) if key == "axes" else axes[0]  # the others hold one axis
+    shown = axes[0] if (key != "axes" if one is None else one) else tuple(axes)
     seen = set()
     for a in axes:
         if not negative and a < 0:
@@ -77,21 +91,37 @@ def shape_of(cx, x: ir.Value, start: int, end: int | None = None) -> ir.Value:
     return cx.add("Shape", [x], attrs, dtype=ir.DataType.INT64)
 
 
+def dim_of(cx, x: ir.Value, axis: int) -> ir.Value:
+    """x's dim `axis` (negative: from the end) as a 1-element shape."""
+    return shape_of(cx, x, axis, axis + 1 if axis != -1 else None)  # end 0 would be empty
+
+
+def dims_product(cx, x: ir.Value, start: int, end: int | None = None) -> ir.Value:
+    """The product of x's dims start..end as a 1-element shape (1 for none): the rank-agnostic
+    way to view x with fewer axes."""
+    dims = cx.add("Concat", [cx.ints([1], "one"), shape_of(cx, x, start, end)], {"axis": 0})
+    return cx.add("ReduceProd", [dims], {"keepdims": 1})
+
+
+def dims_after(cx, x: ir.Value, axis: int) -> ir.Value:
+    """The product of x's dims after `axis` (negative: from the end) as a 1-element shape."""
+    return dims_product(cx, x, axis + 1) if axis != -1 else cx.ints([1], "one")
+
+
 def swap_axes(cx, x: ir.Value, a: int, b: int) -> ir.Value:
     """MXNet SwapAxis for non-negative axes a < b, rank-agnostic: x as [A, s_a, B, s_b, C]
     (products of the dims between), Transpose [0, 3, 2, 1, 4], then the swapped shape."""
     if a == b:
         return cx.add("Identity", [x])
 
-    def prod(start: int, end: int | None) -> ir.Value:
-        return cx.add(
-            "ReduceProd",
-            [cx.add("Concat", [cx.ints([1], "one"), shape_of(cx, x, start, end)], {"axis": 0})],
-            {"keepdims": 1},
-        )
-
-    pieces = [prod(0, a), shape_of(cx, x, a, a + 1), prod(a + 1, b), shape_of(cx, x, b, b + 1)]
-    five = cx.add("Reshape", [x, cx.add("Concat", [*pieces, prod(b + 1, None)], {"axis": 0})])
+    pieces = [
+        dims_product(cx, x, 0, a),
+        shape_of(cx, x, a, a + 1),
+        dims_product(cx, x, a + 1, b),
+        shape_of(cx, x, b, b + 1),
+        dims_product(cx, x, b + 1),
+    ]
+    five = cx.add("Reshape", [x, cx.add("Concat", pieces, {"axis": 0})])
     swapped = cx.add("Transpose", [five], {"perm": [0, 3, 2, 1, 4]})
     target = [
         shape_of(cx, x, 0, a),

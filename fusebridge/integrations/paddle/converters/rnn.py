@@ -14,7 +14,6 @@ each sentence's own last word: our padded layout with seq_lens, and ONNX's seque
 from __future__ import annotations
 
 import numpy as np
-import onnx_ir as ir
 
 from fusebridge.errors import ModelFormatError, UnsupportedOpError
 from fusebridge.integrations.paddle.converters.common import (
@@ -121,7 +120,11 @@ def _rnn(cx, op: OpDesc) -> None:
         attrs = {"linear_before_reset": 1, "origin_mode": 1, "layout": "tnc"}
         build = recurrence.fusion_gru_layer(attrs)
     else:
-        build = _onnx_layer(mode)
+        build = (
+            recurrence.onnx_layer("LSTM")
+            if mode == "LSTM"
+            else recurrence.onnx_layer("RNN", "Tanh" if mode == "RNN_TANH" else "Relu")
+        )
     y, finals = recurrence.stack_layers(
         cx, cx.value(xv), lengths, params, initial, build, out, last_name=out
     )
@@ -130,28 +133,3 @@ def _rnn(cx, op: OpDesc) -> None:
     for var, parts in zip(state_vars, finals[: len(states)]):
         if var in cx.read:
             cx.define(var, recurrence.concat_layers(cx, parts, var))
-
-
-def _onnx_layer(mode: str) -> recurrence.LayerBuilder:
-    """ONNX LSTM / RNN, one per layer: Y [T, D, N, H] back to Paddle's [T, N, D*H]."""
-
-    def build(cx, x, lengths, p: recurrence.LayerWeights, initial, name: str):
-        d, hidden = p.directions, p.hidden
-        attrs = {"hidden_size": hidden, "direction": "bidirectional" if d == 2 else "forward"}
-        if mode != "LSTM":
-            attrs["activations"] = ["Tanh" if mode == "RNN_TANH" else "Relu"] * d
-        lens = cx.cast(lengths, ir.DataType.INT32, f"{name}/lens") if lengths is not None else None
-        bias = cx.const(p.onnx_bias(), f"{name}/B")
-        w, r = cx.const(p.w, f"{name}/W"), cx.const(p.r, f"{name}/R")
-        outputs = cx.add(
-            "LSTM" if mode == "LSTM" else "RNN",
-            [x, w, r, bias, lens, *initial],
-            attrs,
-            name=f"{name}/onnx",
-            num_outputs=3 if mode == "LSTM" else 2,
-        )
-        y4 = cx.add("Transpose", [outputs[0]], {"perm": [0, 2, 1, 3]}, name=f"{name}/tnd")
-        y = cx.add("Reshape", [y4, cx.ints([0, 0, d * hidden], f"{name}/shape")], name=name)
-        return y, list(outputs[1:])
-
-    return build
