@@ -12,16 +12,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def best_time(fn: Callable[[], object], repeat: int, warmup: int = 1) -> float:
-    """Best wall time of `repeat` calls (the least disturbed by the noisy 2-core machine)."""
+def timings(fn: Callable[[], object], repeat: int, warmup: int = 1) -> list[float]:
+    """Wall times of `repeat` calls after `warmup` untimed ones, in seconds."""
     for _ in range(warmup):
         fn()
-    best = float("inf")
+    times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def best_time(fn: Callable[[], object], repeat: int, warmup: int = 1) -> float:
+    """Best wall time of `repeat` calls (the least disturbed by the noisy 2-core machine)."""
+    return min(timings(fn, repeat, warmup))
 
 
 def timed_in_turns(

@@ -12,13 +12,12 @@ by how much, against MXNet run one sentence at a time)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
 
 from benchmarks.common import best_time, markdown_table, missing_peer
+from benchmarks.mxnet_peer import export, run_peer
 
 SIZES = (5000, 128, 128, 57)
 
@@ -28,17 +27,6 @@ def _batch(n: int, equal: bool, seed: int) -> tuple[np.ndarray, np.ndarray]:
     lengths = np.full(n, 40) if equal else rng.integers(5, 61, n)
     ids = rng.integers(0, SIZES[0], (n, int(lengths.max()))).astype(np.float32)
     return ids, lengths.astype(np.float32)
-
-
-def _export(prefix: str) -> None:
-    """The tagger exported by MXNet (in a child process: mxnet stays out of this one)."""
-    code = (
-        "import mxnet as mx; from fusebridge.models.mxnet_models import build_gru_tagger; "
-        f"b = build_gru_tagger(prefix='bench_tagger_', sizes={SIZES}); b.hybridize(); "
-        "b(mx.nd.ones((2, 5)), mx.nd.array([5, 5])); "
-        f"b.export({prefix!r})"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
 
 
 def run(quick: bool = False, threads: int = 2) -> str:
@@ -51,21 +39,16 @@ def run(quick: bool = False, threads: int = 2) -> str:
 
     fb.kernels.set_num_threads(threads)
     repeat = 5 if quick else 20
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     rows, errors = [], []
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "tagger")
-        _export(prefix)
+        kwargs = {"prefix": "bench_tagger_", "sizes": SIZES}
+        export(prefix, "build_gru_tagger", kwargs, [(2, 5), (2,)])
         session = fb.Session(fb.optimize(fb.load(f"{prefix}-symbol.json"))[0])
         for equal in (True, False):
             for n in (1, 16, 64):
                 ids, lengths = _batch(n, equal, n)
-                np.save(f"{tmp}/ids.npy", ids)
-                np.save(f"{tmp}/lengths.npy", lengths)
-                peer = [sys.executable, "-m", "benchmarks.mxnet_peer", prefix]
-                peer += [f"{tmp}/ids.npy", f"{tmp}/lengths.npy", str(repeat), f"{tmp}/mx.npz"]
-                subprocess.run(peer, check=True, capture_output=True, env=env)
-                theirs = np.load(f"{tmp}/mx.npz")
+                theirs = run_peer(prefix, [ids, lengths], repeat, threads, tmp, alone=True)
                 feeds = {"data0": ids, "data1": lengths}
                 ours = session.run(feeds)[session.output_names[0]]
                 real = np.arange(ids.shape[1])[None, :] < lengths[:, None]

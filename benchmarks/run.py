@@ -27,6 +27,7 @@ SECTIONS = {
     "paddle_training": "benchmarks.paddle_training",
     "paddle_dygraph": "benchmarks.paddle_dygraph",
     "mxnet_models": "benchmarks.mxnet_models",
+    "mxnet_families": "benchmarks.mxnet_families",
     "load_scaling": "benchmarks.load_scaling",
     "onnx_models": "benchmarks.onnx_models",
 }

@@ -6,12 +6,14 @@ import sys
 import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 # Appended, not prepended: the installed fusebridge must stay ahead of the source tree.
 sys.path.append(str(Path(__file__).parents[1]))
 
 from benchmarks import (
+    mxnet_families,
     mxnet_models,
     paddle_dygraph,
     paddle_families,
@@ -69,6 +71,12 @@ def peer_missing(monkeypatch, module):
             "mxnet",
             "| mxnet | not installed: runs in the MXNet venv (pip install '.[mxnet]'; "
             "--only mxnet_models) |",
+        ),
+        (
+            mxnet_families,
+            "mxnet",
+            "| mxnet | not installed: runs in the MXNet venv (pip install '.[mxnet]'; "
+            "--only mxnet_families) |",
         ),
         (paddle_training, "paddle", "| paddle | not installed: pip install -e '.[bench]' |"),
         (paddle_dygraph, "paddle", "| paddle | not installed: pip install -e '.[bench]' |"),
@@ -157,3 +165,26 @@ def test_the_families_chart_draws_a_bar_per_model_and_batch():
     assert [b.get("fill") for b in bars] == ["#4878a8", "#c04040", "#4878a8"]
     texts = [t.text for t in root.iter(f"{ns}text")]
     assert {"deepspeech (jit), 64", "0.90x", "1.25x", "1.5x"} <= set(texts)
+
+
+def test_the_mxnet_families_check_allows_float32_rounding_and_ties_only():
+    rng = np.random.default_rng(0)
+    probs = rng.uniform(0, 1, (5, 2, 29)).astype(np.float32)
+    theirs = {"batched": probs}
+    assert mxnet_families.check("deepspeech", probs + 5e-5, theirs).startswith("max diff 5")
+    with pytest.raises(AssertionError, match=r"max \|difference\| \S+ > 0.0001"):
+        mxnet_families.check("deepspeech", probs + 2e-4, theirs)
+    with pytest.raises(AssertionError, match="shape"):
+        mxnet_families.check("deepspeech", probs[:4], theirs)
+
+    logits = rng.uniform(-1, 1, (4, 2, 29)).astype(np.float32)
+    logits[0, 0, :2] = 5.0, 5.0 + 5e-5  # MXNet's top two within 1e-4: a tie
+    chars = np.argmax(logits, axis=-1).astype(np.float32)
+    theirs = {"batched": chars, "logits": logits}
+    assert mxnet_families.check("crnn", chars, theirs) == "0 of 8 differ (1 ties)"
+    ours = chars.copy()
+    ours[0, 0] = 0  # the other side of the tie
+    assert mxnet_families.check("crnn", ours, theirs) == "1 of 8 differ (1 ties)"
+    ours[1, 1] = (chars[1, 1] + 1) % 29  # not a tie
+    with pytest.raises(AssertionError, match="1 of 8 characters differ"):
+        mxnet_families.check("crnn", ours, theirs)

@@ -18,9 +18,10 @@ Each fixture is OUT_DIR/NAME-symbol.json + OUT_DIR/NAME-0000.params:
   MaxPool2D stack to height 1, the columns as [width / 2, N, channels], a bidirectional LSTM
   (TNC), Dense(flatten=False), argmax over the characters (float32, as MXNet gives it).
 
-Weights are random but seeded (NumPy), set in parameter order (BatchNorm's running variance
-kept positive). mxnet (1.9.1, numpy < 1.24) is
-imported only inside the functions: the module imports without it.
+build_deepspeech and build_crnn take their sizes as keyword arguments, the fixtures' by default
+(benchmarks/mxnet_families.py builds them at Paddle's benchmark sizes). Weights are random but
+seeded (NumPy), set in parameter order (BatchNorm's running variance kept positive). mxnet
+(1.9.1, numpy < 1.24) is imported only inside the functions: the module imports without it.
 """
 
 from __future__ import annotations
@@ -202,41 +203,56 @@ def _positive_variances(block: Any, seed: int = SEED) -> None:
             param.set_data(mx.nd.array(rng.uniform(0.5, 1.5, size=param.shape)))
 
 
-def build_deepspeech() -> Any:
-    """forward(spectrogram [N, 1, T, SPEECH_FREQ]) -> character probabilities
-    [ceil(T / 2), N, CHARS] (time-major, as the GRU runs)."""
+def build_deepspeech(
+    *,
+    freq: int = SPEECH_FREQ,
+    channels: int = CHANNELS[0],
+    hidden: int = RNN_HIDDEN,
+    chars: int = CHARS,
+    prefix: str = "deepspeech_",
+) -> Any:
+    """forward(spectrogram [N, 1, T, freq]) -> character probabilities [ceil(T / 2), N, chars]
+    (time-major, as the GRU runs). The defaults are the fixture's sizes; `channels` is the
+    convolution's, `hidden` each GRU direction's."""
     import mxnet as mx
 
     nn = mx.gluon.nn
-    features = CHANNELS[0] * (SPEECH_FREQ // 2)
+    features = channels * (freq // 2)
 
     class DeepSpeech(mx.gluon.HybridBlock):
         def __init__(self, **kwargs: Any):
             super().__init__(**kwargs)
             with self.name_scope():
                 self.conv = nn.Conv2D(
-                    CHANNELS[0], (3, 3), strides=(2, 2), padding=(1, 1), in_channels=1
+                    channels, (3, 3), strides=(2, 2), padding=(1, 1), in_channels=1
                 )
-                self.norm = nn.BatchNorm(in_channels=CHANNELS[0])
+                self.norm = nn.BatchNorm(in_channels=channels)
                 self.gru = mx.gluon.rnn.GRU(
-                    RNN_HIDDEN, num_layers=2, bidirectional=True, input_size=features
+                    hidden, num_layers=2, bidirectional=True, input_size=features
                 )
-                self.out = nn.Dense(CHARS, flatten=False, in_units=2 * RNN_HIDDEN)
+                self.out = nn.Dense(chars, flatten=False, in_units=2 * hidden)
 
         def hybrid_forward(self, F, audio):
             x = F.clip(self.norm(self.conv(audio)), 0, 20)  # [N, C, T', F'], hardtanh
             x = F.reshape(F.transpose(x, axes=(2, 0, 1, 3)), shape=(0, 0, -1))  # [T', N, C*F']
             return F.softmax(self.out(self.gru(x)), axis=-1)
 
-    block = DeepSpeech(prefix="deepspeech_")
+    block = DeepSpeech(prefix=prefix)
     _seed_parameters(block)
     _positive_variances(block)
     return block
 
 
-def build_crnn() -> Any:
+def build_crnn(
+    *,
+    channels: tuple[int, int] = CHANNELS,
+    hidden: int = RNN_HIDDEN,
+    chars: int = CHARS,
+    prefix: str = "crnn_",
+) -> Any:
     """forward(image [N, 1, LINE_HEIGHT, W]) -> the best character of each column pair
-    [W / 2, N] (float32 indices)."""
+    [W / 2, N] (float32 indices). The defaults are the fixture's sizes; `channels` are the two
+    convolutions', `hidden` each LSTM direction's."""
     import mxnet as mx
 
     nn = mx.gluon.nn
@@ -245,15 +261,13 @@ def build_crnn() -> Any:
         def __init__(self, **kwargs: Any):
             super().__init__(**kwargs)
             with self.name_scope():
-                self.conv1 = nn.Conv2D(CHANNELS[0], 3, padding=1, in_channels=1)
-                self.conv2 = nn.Conv2D(CHANNELS[1], 3, padding=1, in_channels=CHANNELS[0])
+                self.conv1 = nn.Conv2D(channels[0], 3, padding=1, in_channels=1)
+                self.conv2 = nn.Conv2D(channels[1], 3, padding=1, in_channels=channels[0])
                 self.pool1 = nn.MaxPool2D(2, 2)
                 self.pool2 = nn.MaxPool2D((2, 1), (2, 1))
                 self.pool3 = nn.MaxPool2D((2, 1), (2, 1))
-                self.lstm = mx.gluon.rnn.LSTM(
-                    RNN_HIDDEN, bidirectional=True, input_size=CHANNELS[1]
-                )
-                self.out = nn.Dense(CHARS, flatten=False, in_units=2 * RNN_HIDDEN)
+                self.lstm = mx.gluon.rnn.LSTM(hidden, bidirectional=True, input_size=channels[1])
+                self.out = nn.Dense(chars, flatten=False, in_units=2 * hidden)
 
         def hybrid_forward(self, F, image):
             x = self.pool1(F.relu(self.conv1(image)))  # [N, C1, 4, W/2]
@@ -261,7 +275,7 @@ def build_crnn() -> Any:
             x = F.transpose(F.reshape(x, shape=(0, 0, -1)), axes=(2, 0, 1))  # [W/2, N, C2]
             return F.argmax(self.out(self.lstm(x)), axis=-1)
 
-    block = Crnn(prefix="crnn_")
+    block = Crnn(prefix=prefix)
     # Weights in [-1, 1]: at +-0.3 the LSTM's outputs stay within +-0.25 and the Dense's bias
     # decides every column alike, so that argmax would check nothing before it.
     _seed_parameters(block, scale=1.0)

@@ -108,33 +108,27 @@ def _pool2d(cx, op: OpDesc) -> None:
     onnx_op = {"max": "MaxPool", "avg": "AveragePool"}[kind]
     name = f"{out}/nchw" if nhwc else out
     ksize = _pair(cx, op, "ksize", [])
-    if attribute(cx, op, "adaptive", "bool", False) and kind == "max":
+    adaptive = attribute(cx, op, "adaptive", "bool", False)
+    if adaptive and kind == "max":
         raise UnsupportedOpError(
             f"{cx.where()}: adaptive max pooling by pool2d is not supported: Paddle 3.3's "
             "Executor does not compute it as adaptive_max_pool2d does (to [1, 1] it gives "
             "each image's first element), so its result depends on the runtime"
         )
-    if attribute(cx, op, "adaptive", "bool", False):
-        # Output size ksize: a window of in / out when that divides, the whole image at 1.
+    if attribute(cx, op, "global_pooling", "bool", False) or (adaptive and ksize == [1, 1]):
+        _done(cx, op, cx.add(f"Global{onnx_op}", [x], name=name), nhwc, out)
+        return
+    if adaptive:  # output size ksize: a window of in / out where that divides
         dims = declared_dims(cx, xv) or (-1,) * 4
         spatial = dims[1:3] if nhwc else dims[2:]
-        if ksize == [1, 1]:
-            global_ = True
-        elif all(d > 0 and d % k == 0 for d, k in zip(spatial, ksize)):
-            window = [d // k for d, k in zip(spatial, ksize)]
-            y = cx.add(onnx_op, [x], {"kernel_shape": window, "strides": window}, name=name)
-            _done(cx, op, y, nhwc, out)
-            return
-        else:
+        if not all(d > 0 and d % k == 0 for d, k in zip(spatial, ksize)):
             raise UnsupportedOpError(
                 f"{cx.where()}: adaptive pooling to {show(ksize)} from {xv!r} of spatial dims "
                 f"{list(spatial)}: supported only when the output size divides the known input "
                 "size"
             )
-    else:
-        global_ = attribute(cx, op, "global_pooling", "bool", False)
-    if global_:
-        y = cx.add(f"Global{onnx_op}", [x], name=name)
+        window = [d // k for d, k in zip(spatial, ksize)]
+        y = cx.add(onnx_op, [x], {"kernel_shape": window, "strides": window}, name=name)
         _done(cx, op, y, nhwc, out)
         return
     attrs = {
