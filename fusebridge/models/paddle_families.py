@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-DEFAULT_OUT_DIR = Path(__file__).parents[2] / "tests" / "fixtures" / "paddle_families"
+DEFAULT_OUT_DIR = Path("tests/fixtures/paddle_families")  # from the repository root
 WAYS = ("jit", "pir", "legacy")
 MODELS = ("deepspeech", "crnn", "ernie", "classifier")
 SEED = 10

@@ -7,6 +7,8 @@ exports portable ONNX that plain ONNX Runtime runs with the same outputs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from helpers import saved_paddle_models as saved
 from helpers.paddle_oracle import paddle_or_skip
@@ -14,7 +16,7 @@ from helpers.paddle_oracle import paddle_or_skip
 import fusebridge as fb
 from fusebridge.models import paddle_families as families
 
-ROOT = families.DEFAULT_OUT_DIR
+ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "paddle_families"
 SAVED = saved.saved_forms(ROOT)
 # Paddle 3.3 cannot save these with PIR off: in legacy static mode paddle.argmax, paddle.sum
 # and MultiHeadAttention's matmul take only PIR values ("must be Value, but got Variable").

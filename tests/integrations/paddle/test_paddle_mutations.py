@@ -244,7 +244,8 @@ def _run_deepspeech(loaded: ir.Model) -> object:
 )
 def model(request, tmp_path_factory) -> Model:
     if request.param == "deepspeech":
-        return Model(paddle_families.DEFAULT_OUT_DIR / "deepspeech" / "legacy", _run_deepspeech)
+        directory = Path(__file__).resolve().parents[2] / "fixtures" / "paddle_families"
+        return Model(directory / "deepspeech" / "legacy", _run_deepspeech)
     if request.param == "training":
         root = tmp_path_factory.getbasetemp() / "mutation_training"
         return Model(_training_directory(root), _run_training)
