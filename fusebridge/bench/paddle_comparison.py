@@ -134,12 +134,13 @@ def compare_with_paddle(
     that looks words up in an embedding table (_word_inputs)."""
     model_dir = Path(model_dir).resolve()
     model = fb.load(model_dir)
-    word_input, length_input, vocab = _word_inputs(model, fb.Session(model), model_dir)
+    session = fb.Session(fb.optimize(model)[0])
+    word_input, length_input, vocab = _word_inputs(model, session, model_dir)
     batches = []
     for n in sentences:
         ids, lengths = _batch(vocab, n, seed)
         batches.append((n, sum(lengths), _feeds(word_input, length_input, ids, lengths)))
-    return compare_batches(model_dir, batches, repeat=repeat, peers=peers)
+    return compare_batches(model_dir, batches, repeat=repeat, peers=peers, session=session)
 
 
 def compare_batches(
@@ -148,14 +149,16 @@ def compare_batches(
     *,
     repeat: int = 20,
     peers: Sequence[str] = PEERS,
+    session: fb.Session | None = None,
 ) -> list[dict[str, object]]:
     """One row per (batch, runtime): best and median ms per batch, ratio to fusebridge, and
     whether the outputs equal fusebridge's. A batch is (sentences, words, feeds: input name ->
     (array, LoD lengths or None)). fusebridge's row also gives its Session overhead (time
     outside kernels and ONNX Runtime calls) in ms. A peer that could not run has ms None and
-    its whole error in "error" (`failed` tells such rows)."""
+    its whole error in "error" (`failed` tells such rows). `session`: fusebridge's, on the
+    optimized model (made here when None)."""
     model_dir = Path(model_dir).resolve()  # the peers run in another folder
-    session = fb.Session(fb.optimize(fb.load(model_dir))[0])
+    session = session or fb.Session(fb.optimize(fb.load(model_dir))[0])
     threads = kernels.get_num_threads()
     rows = []
     with (

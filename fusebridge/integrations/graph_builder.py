@@ -34,6 +34,25 @@ class GraphBuilder:
     def ints(self, values: Sequence[int], name: str) -> ir.Value:
         return self.const(np.asarray(values, np.int64), name)
 
+    def reduce(
+        self,
+        op_type: str,
+        x: ir.Value,
+        axes: Sequence[int] | None,
+        keepdims: bool,
+        *,
+        name: str,
+    ) -> ir.Value:
+        """ONNX's Reduce`op_type` of x over `axes` (None: every axis) as opset 17 spells it:
+        ReduceSum takes its axes as an input, the other reductions as an attribute (until
+        opset 18)."""
+        inputs, attrs = [x], {"keepdims": int(keepdims)}
+        if axes is not None and op_type == "ReduceSum":
+            inputs.append(self.ints(list(axes), f"{name}/axes"))
+        elif axes is not None:
+            attrs["axes"] = list(axes)
+        return self.add(op_type, inputs, attrs, name=name)
+
     def cast(self, value: ir.Value, to: ir.DataType, name: str) -> ir.Value:
         return self.add("Cast", [value], {"to": to}, name=name, dtype=to)
 

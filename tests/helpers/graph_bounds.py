@@ -672,15 +672,18 @@ def _batch_norm_rule(g, node, ins):
 
 
 def _reduce_prod_rule(g, node, ins):
-    """ReduceProd of floats: the factors' relative errors add, and each of the n - 1 products
-    rounds once (factors here are kept away from zero)."""
+    """ReduceProd of floats: the factors' relative errors add (summed over the same axes as
+    the product), and each of the n - 1 products rounds once (factors here are kept away
+    from zero)."""
     (x, ex) = ins[0]
     (v,) = _run_op(node, [x], g.opsets)
+    attrs = _attrs(node)
+    axes = tuple(attrs["axes"]) if "axes" in attrs else None
     with np.errstate(divide="ignore", invalid="ignore"):
         relative = np.nan_to_num(ex / np.abs(x), posinf=np.inf)
-    (summed,) = _run_op(node, [np.exp(relative)], g.opsets)  # prod(exp r) = exp(sum r)
+    summed = relative.sum(axis=axes, keepdims=bool(attrs.get("keepdims", 1)))
     factors = x.size // max(np.size(v), 1)
-    return [(v, np.abs(v) * (np.log(summed) + gamma(factors)))]
+    return [(v, np.abs(v) * (summed + gamma(factors)))]
 
 
 def _pow_rule(g, node, ins):

@@ -472,7 +472,7 @@ def _full(reader: _Reader, attrs: dict, results: list, where: str) -> None:
         attrs["dtype"] = (next(c for t, c in _DTYPE_NAMES.values() if np.dtype(t) == dtype), INT)
 
 
-def _int_array(reader: _Reader, attrs: dict, results: list, where: str) -> None:
+def _assign_values(reader: _Reader, attrs: dict, results: list, where: str) -> None:
     """full_int_array as assign_value: its values (SCALARS, as Paddle 3 writes them), a 1-D
     shape, int64. assign_value(_) (a constant tensor in the program, paddle.to_tensor inside a
     forward) has assign_value's own shape, dtype and values: the values become SCALARS."""
@@ -497,7 +497,7 @@ def _dropout(reader: _Reader, attrs: dict, results: list, where: str) -> None:
 
 _FIXUPS: dict[str, Callable] = {
     "fill_constant": _full,
-    "assign_value": _int_array,
+    "assign_value": _assign_values,
     "dropout": _dropout,
 }
 

@@ -28,7 +28,7 @@ NAMES = [
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory) -> Path:
-    """Every program saved by Paddle with PIR on, in one child process (about 10 s)."""
+    """Every program saved by Paddle with PIR on, in one child process (a few seconds)."""
     paddle_or_skip()
     root = tmp_path_factory.mktemp("pir_ops")
     code = (

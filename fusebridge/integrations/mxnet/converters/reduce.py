@@ -33,18 +33,6 @@ REDUCTIONS = {
     "prod": "ReduceProd",
 }
 INDEX_REDUCTIONS = {"argmax": "ArgMax"}
-# Opset 17: ReduceSum takes its axes as an input, the others as an attribute (until opset 18).
-_AXES_AS_INPUT = ("ReduceSum",)
-
-
-def _reduce(cx, op: str, x: ir.Value, axes: list[int] | None, keepdims: bool) -> ir.Value:
-    """ONNX's reduction of x over axes (None: every axis)."""
-    inputs, attrs = [x], {"keepdims": int(keepdims)}
-    if axes is not None and op in _AXES_AS_INPUT:
-        inputs.append(cx.ints(axes, "axes"))
-    elif axes is not None:
-        attrs["axes"] = axes
-    return cx.add(op, inputs, attrs)
 
 
 @CONVERTERS.register(*REDUCTIONS)
@@ -57,7 +45,7 @@ def _reduction(cx, node: MXNode) -> None:
     if axes and cx.attr("exclude", "bool", False):
         cx.define(_reduce_others(cx, op, x, axes, keepdims))
         return
-    y = _reduce(cx, op, x, axes or None, keepdims)
+    y = cx.reduce(op, x, axes or None, keepdims, name=f"{node.name}/{op}")
     # Reduced to no axes, ONNX gives a scalar, MXNet shape (1,): Expand to [1] makes a scalar
     # [1] and leaves any other shape as it is.
     cx.define(y if keepdims else cx.add("Expand", [y, cx.ints([1], "one")]))
@@ -82,7 +70,7 @@ def _reduce_others(cx, op: str, x: ir.Value, kept: list[int], keepdims: bool) ->
         pieces += [dim_of(cx, x, k), dims_product(cx, x, k + 1, after)]
     pieces += [dim_of(cx, x, kept[-1]), dims_after(cx, x, kept[-1])]
     view = cx.add("Reshape", [x, cx.add("Concat", pieces, {"axis": 0})])
-    y = _reduce(cx, op, view, list(range(0, len(pieces), 2)), keepdims=False)
+    y = cx.reduce(op, view, list(range(0, len(pieces), 2)), False, name=f"{cx.node.name}/{op}")
     if not keepdims:
         return y
     # x's shape with ones but at the kept axes (ONNX's Gather and ScatterElements take

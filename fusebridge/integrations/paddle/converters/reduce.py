@@ -26,8 +26,6 @@ REDUCTIONS = {
     "reduce_min": "ReduceMin",
     "reduce_prod": "ReduceProd",
 }
-# Opset 17: ReduceSum takes its axes as an input, the others as an attribute (until opset 18).
-_AXES_AS_INPUT = ("ReduceSum",)
 
 
 @CONVERTERS.register(*REDUCTIONS, lod=None)
@@ -43,15 +41,9 @@ def _reduce(cx, op: OpDesc) -> None:
         )
     everything = attribute(cx, op, "reduce_all", "bool", False) or not dims or rank == 0
     axes = None if everything else sorted({d % rank for d in dims})
-    keepdims = int(attribute(cx, op, "keep_dim", "bool", False))
+    keepdims = attribute(cx, op, "keep_dim", "bool", False)
     x = cx.value(xv)
     dtype = cx.dtype_of(out)
     if dtype is not None and x.dtype is not None and dtype != x.dtype:
         x = cx.cast(x, dtype, f"{out}/x")
-    onnx_op = REDUCTIONS[op.type]
-    inputs, attrs = [x], {"keepdims": keepdims}
-    if axes is not None and onnx_op in _AXES_AS_INPUT:
-        inputs.append(cx.ints(axes, f"{out}/axes"))
-    elif axes is not None:
-        attrs["axes"] = axes
-    define_out(cx, op, cx.add(onnx_op, inputs, attrs, name=out))
+    define_out(cx, op, cx.reduce(REDUCTIONS[op.type], x, axes, keepdims, name=out))
