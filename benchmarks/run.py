@@ -22,6 +22,7 @@ SECTIONS = {
     "dropout": "benchmarks.dropout",
     "fused_dropout": "benchmarks.fused_dropout",
     "gru": "benchmarks.gru",
+    "quantized_gru": "benchmarks.quantized_gru",
     "paddle_models": "benchmarks.paddle_models",
     "paddle_families": "benchmarks.paddle_families",
     "paddle_training": "benchmarks.paddle_training",

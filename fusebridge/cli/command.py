@@ -18,7 +18,7 @@ import fusebridge
 from fusebridge import cuda, kernels
 from fusebridge.cli import output_files
 from fusebridge.errors import ArgumentError, Error
-from fusebridge.fuse_passes import PIPELINES
+from fusebridge.fuse_passes import PIPELINES, PRECISIONS
 from fusebridge.integrations.onnx.load import LOAD_REPORT
 
 DEMO_RUNS = 20  # timed runs of each demo variant
@@ -101,7 +101,12 @@ def _op_counts(nodes: Iterable[ir.Node]) -> str:
 
 
 def optimize_command(
-    model_path: str, out: str, pipeline: str | None, explain: bool, portable: bool
+    model_path: str,
+    out: str,
+    pipeline: str | None,
+    explain: bool,
+    portable: bool,
+    precision: str = "float32",
 ) -> int:
     if portable:  # the older spelling of --pipeline portable
         if pipeline not in (None, "portable"):
@@ -111,7 +116,7 @@ def optimize_command(
         pipeline = "portable"
     pipeline = pipeline or "inference"
     model = fusebridge.load(model_path)
-    optimized, report = fusebridge.optimize(model, pipeline)
+    optimized, report = fusebridge.optimize(model, pipeline, precision)
     print(f"before: {_op_counts(model.graph)}")
     print(f"after:  {_op_counts(optimized.graph)}")
     if explain:
@@ -302,6 +307,13 @@ def build_parser() -> argparse.ArgumentParser:
         "it did where, and why it refused where it came close",
     )
     o.add_argument("--portable", action="store_true", help="the same as --pipeline portable")
+    o.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="float32",
+        help="int8 or bf16: quantize every GRU's constant weights once, here; the file keeps "
+        "them quantized and runs them on the quantized kernel (docs/gru.md). Default float32",
+    )
     r = command("run", "run a model on inputs from .npy files")
     r.add_argument("model", help="a model fusebridge loads: Paddle directory, .onnx, MXNet json")
     r.add_argument(
@@ -425,8 +437,9 @@ def main(argv: list[str] | None = None) -> int:
             return dropout_demo(args.seed, args.p)
         if args.command == "optimize":
             return optimize_command(
-                args.model, args.output, args.pipeline, args.explain, args.portable
-            )
+                args.model, args.output, args.pipeline, args.explain, args.portable,
+                args.precision,
+            )  # fmt: skip
         if args.command == "run":
             return run_command(
                 args.model,

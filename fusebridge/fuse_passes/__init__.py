@@ -1,11 +1,13 @@
 """Graph passes, run as named pipelines (pipelines.py): onnxscript rewrite rules over the
 canonical IR (the GRU and dropout fusions); explicit_rng, which makes a model's random state
 explicit inputs and an output; recompute_dropout_mask, which lets a training graph's backward
-recompute dropout masks; and the passes that write a model in standard ONNX ops (portable.py).
+recompute dropout masks; quantize_gru (optimize's precision=); and the passes that write a
+model in standard ONNX ops (portable.py).
 Every pass is an onnx_ir pass whose result carries a PassReport (passes.py)."""
 
 from fusebridge.fuse_passes.passes import FusePass, FusePassResult, IrPass, RulePass
-from fusebridge.fuse_passes.pipelines import PIPELINES, Pipeline, optimize
+from fusebridge.fuse_passes.pipelines import PIPELINES, PRECISIONS, Pipeline, optimize
+from fusebridge.fuse_passes.quantize import QuantizeGRU
 from fusebridge.fuse_passes.recompute import (
     RecomputeDropoutMask,
     RecomputeReport,
@@ -16,6 +18,7 @@ from fusebridge.fuse_passes.rng import ExplicitRng, RngReport, RngStream, explic
 
 __all__ = [
     "PIPELINES",
+    "PRECISIONS",
     "ExplicitRng",
     "FusePass",
     "FusePassResult",
@@ -23,6 +26,7 @@ __all__ = [
     "OptimizeReport",
     "PassReport",
     "Pipeline",
+    "QuantizeGRU",
     "RecomputeDropoutMask",
     "RecomputeReport",
     "RngReport",

@@ -39,6 +39,7 @@ from fusebridge.fuse_passes.gru_layout import (
 from fusebridge.fuse_passes.lstm import FcLSTM, MulLSTM
 from fusebridge.fuse_passes.passes import FusePass, RulePass
 from fusebridge.fuse_passes.portable import lowering_passes
+from fusebridge.fuse_passes.quantize import QuantizeGRU
 from fusebridge.fuse_passes.recompute import RecomputeDropoutMask
 from fusebridge.fuse_passes.report import OptimizeReport
 from fusebridge.fuse_passes.rng import ExplicitRng
@@ -154,16 +155,35 @@ PIPELINES = {
 }
 
 
+PRECISIONS = ("float32", "int8", "bf16")
+
+
 def optimize(
-    model: ir.Model, pipeline: str | Pipeline = "inference"
+    model: ir.Model, pipeline: str | Pipeline = "inference", precision: str = "float32"
 ) -> tuple[ir.Model, OptimizeReport]:
-    """A rewritten copy of `model` (the input is left as it was) and what each pass did."""
+    """A rewritten copy of `model` (the input is left as it was) and what each pass did.
+
+    precision "int8" or "bf16" adds quantize_gru after the pipeline: every GRU with constant
+    weights gets them quantized once (docs/gru.md, "Quantized GRU"); float32 (the default)
+    changes no arithmetic. The arithmetic a precision means is the same on every CPU."""
     if isinstance(pipeline, str):
         if pipeline not in PIPELINES:
             raise ArgumentError(
                 f"optimize: pipeline must be one of {sorted(PIPELINES)}, got {pipeline!r}"
             )
         pipeline = PIPELINES[pipeline]
+    if precision not in PRECISIONS:
+        raise ArgumentError(f"optimize: precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision != "float32":
+        if any(p.name == "lower_to_standard" for p in pipeline.passes):
+            raise ArgumentError(
+                f"optimize: pipeline {pipeline.name!r} writes standard ONNX ops only, which have "
+                f"no quantized GRU; precision {precision!r} goes with 'inference'"
+            )
+        pipeline = Pipeline(
+            f"{pipeline.name}+{precision}", [*pipeline.passes, QuantizeGRU(precision)],
+            pipeline.doc,
+        )  # fmt: skip
     check_graph(model.graph, f"optimize {pipeline.name!r}")  # before the copy, which needs it too
     model = ir.from_proto(ir.to_proto(model))
     report = pipeline.apply(model)

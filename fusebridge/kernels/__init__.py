@@ -2,10 +2,13 @@
 
 from fusebridge.kernels.blas import sgemm
 from fusebridge.kernels.core import (
+    available_extensions,
     available_isas,
     blas_info,
+    extensions,
     get_num_threads,
     isa,
+    set_extensions,
     set_isa,
     set_num_threads,
     thread_cap,
@@ -27,9 +30,16 @@ from fusebridge.kernels.fused_dropout import (
     softmax_dropout,
     softmax_dropout_backward,
 )
-from fusebridge.kernels.gru import GRUDescriptor, GRUKernel, fusion_gru
+from fusebridge.kernels.gru import GRUDescriptor, GRUKernel, QGRUDescriptor, fusion_gru
 from fusebridge.kernels.gru_origin_mode import negate_update_gate
-from fusebridge.kernels.gru_weights import GRUWeights, pack_gru_weights
+from fusebridge.kernels.gru_weights import (
+    GRUWeights,
+    QGRUWeights,
+    QuantizedGRUWeights,
+    pack_gru_weights,
+    pack_qgru_weights,
+    quantize_gru_weights,
+)
 from fusebridge.kernels.philox import philox4x32
 from fusebridge.kernels.primitive_cache import cache_stats, set_cache_capacity
 from fusebridge.kernels.sequence_layout import lod_to_padded, padded_to_lod
@@ -41,7 +51,11 @@ __all__ = [
     "GRUKernel",
     "GRUWeights",
     "MatmulDropoutDescriptor",
+    "QGRUDescriptor",
+    "QGRUWeights",
+    "QuantizedGRUWeights",
     "SoftmaxDropoutDescriptor",
+    "available_extensions",
     "available_isas",
     "blas_info",
     "cache_stats",
@@ -49,6 +63,7 @@ __all__ = [
     "dropout",
     "dropout_backward",
     "dropout_mask",
+    "extensions",
     "fusion_gru",
     "get_num_threads",
     "isa",
@@ -58,10 +73,13 @@ __all__ = [
     "matmul_dropout_backward",
     "negate_update_gate",
     "pack_gru_weights",
+    "pack_qgru_weights",
     "padded_to_lod",
     "philox4x32",
+    "quantize_gru_weights",
     "sequence_pool",
     "set_cache_capacity",
+    "set_extensions",
     "set_isa",
     "set_num_threads",
     "sgemm",

@@ -76,6 +76,42 @@ def set_isa(name: str) -> None:
     _C.set_isa(ISAS.index(name))
 
 
+# Extensions beside an ISA (csrc/isa.hpp): VNNI (VPDPBUSD: AVX512_VNNI for avx512 code,
+# AVX-VNNI for avx2 code) and BF16 (VDPBF16PS: AVX512_BF16). The quantized GRU uses them where
+# allowed and emulates them to the same bits where not; FUSEBRIDGE_ISA=avx512-novnni-nobf16 (or
+# set_extensions(())) runs the emulation.
+EXTENSIONS = ("vnni", "bf16")  # bit i of the core's mask
+
+
+def _names(mask: int) -> tuple[str, ...]:
+    return tuple(name for i, name in enumerate(EXTENSIONS) if mask >> i & 1)
+
+
+def available_extensions() -> tuple[str, ...]:
+    """The extensions this CPU runs for the current ISA, less those FUSEBRIDGE_ISA masks."""
+    return _names(_C.cpu_extensions(_C.current_isa()) & _C.extension_limit())
+
+
+def extensions() -> tuple[str, ...]:
+    """The extensions new primitives use (within available_extensions())."""
+    return _names(_C.current_extensions())
+
+
+def set_extensions(names: tuple[str, ...] | list[str]) -> None:
+    """Allow only these extensions (for the whole process; () emulates them all). A name
+    FUSEBRIDGE_ISA masks is an error; one the current ISA lacks is simply unused."""
+    if isinstance(names, str) or not all(n in EXTENSIONS for n in names):
+        raise ArgumentError(
+            f"set_extensions: names must be a sequence of {EXTENSIONS}, got {names!r}"
+        )
+    mask = sum(1 << EXTENSIONS.index(n) for n in set(names))
+    if mask & ~_C.extension_limit():
+        raise ArgumentError(
+            f"set_extensions: FUSEBRIDGE_ISA masks {_names(mask & ~_C.extension_limit())}"
+        )
+    _C.set_extensions(mask)
+
+
 def thread_cap() -> int:
     """The most threads set_num_threads accepts: the usable cores, or up to 8 times them within
     256 threads (why: csrc/runtime.cpp). OMP_NUM_THREADS, the count the core starts with when it

@@ -9,7 +9,7 @@ import numpy as np
 from fusebridge.errors import ArgumentError, ArgumentTypeError
 from fusebridge.kernels import core
 from fusebridge.kernels.arguments import as_choice, as_flag, as_output, contiguous, new_array
-from fusebridge.kernels.gru_weights import GRUWeights, pack_gru_weights
+from fusebridge.kernels.gru_weights import GRUWeights, QGRUWeights, pack_gru_weights
 from fusebridge.kernels.sequence_layout import as_offsets, as_seq_lens
 
 LAYOUTS = {"lod": 0, "tnc": 1, "ntc": 2}
@@ -22,6 +22,9 @@ DIRECTIONS = ("forward", "reverse", "bidirectional")
 # sentence lengths and padded T are arguments of each call, so batches of any lengths share
 # one primitive.
 GRUDescriptor = core._C.GRUDescriptor
+# The quantized GRU's (csrc/qgru.hpp): the same fields, the precision, and the extensions
+# (core.extensions()) its kernels may use.
+QGRUDescriptor = core._C.QGRUDescriptor
 
 
 def _sentences(x: np.ndarray, layout: str, offsets: object, seq_lens: object):
@@ -67,11 +70,12 @@ def layout_and_direction(layout: object, direction: object, directions: int) -> 
 class GRUKernel:
     """fusion_gru with its weights and attributes fixed (a Session's GRU node): the descriptor
     is built and its primitive looked up once, so a call checks only its data. Calls take
-    fusion_gru's x, h0, offsets, seq_lens, return_last and out."""
+    fusion_gru's x, h0, offsets, seq_lens, return_last and out. QGRUWeights (int8, bf16) run the
+    quantized kernel."""
 
     def __init__(
         self,
-        weights: GRUWeights,
+        weights: GRUWeights | QGRUWeights,
         *,
         layout: str = "lod",
         direction: str = "forward",
@@ -97,13 +101,28 @@ class GRUKernel:
             "projection": weights.wx is not None,
         }
         self._isa, self._prim = None, None
+        self._quantized = isinstance(weights, QGRUWeights)
+        if self._quantized:
+            self._fields["precision"] = core._C.GruPrecision[weights.precision]
 
     def _primitive(self) -> object:
-        isa = core.isa()  # set_isa may have changed it since the last call
+        # set_isa or set_extensions may have changed them since the last call
+        isa = (core.isa(), core._C.current_extensions())
         if isa != self._isa:
-            desc = GRUDescriptor(**self._fields, isa=core._C.Isa[isa])
+            if self._quantized:
+                desc = QGRUDescriptor(**self._fields, isa=core._C.Isa[isa[0]], extensions=isa[1])
+            else:
+                desc = GRUDescriptor(**self._fields, isa=core._C.Isa[isa[0]])
             self._prim, self._isa = core._C.primitive(desc), isa
         return self._prim
+
+    def _forward(self, prim, lens, steps, x, h0, out, last) -> None:
+        w = self.weights
+        if self._quantized:
+            prim.forward(lens, steps, x, w.wx, w.wh, w.wx_scale, w.wh_scale, w.wx_comp,
+                         w.wh_comp, w.bias_x, w.bias_hc, h0, out, last)  # fmt: skip
+        else:
+            prim.forward(lens, steps, x, w.wx, w.wh, w.bias_x, w.bias_hc, h0, out, last)
 
     def __call__(
         self,
@@ -135,7 +154,7 @@ class GRUKernel:
             raise ArgumentError(f"{op}: out must not be x (the recurrence reads x after writing)")
         return_last = as_flag(return_last, op, "return_last")
         last = new_array((d, n, oc), np.float32, op, "last") if return_last else None
-        prim.forward(lens, steps, x, w.wx, w.wh, w.bias_x, w.bias_hc, h0, out, last)
+        self._forward(prim, lens, steps, x, h0, out, last)
         return (out, last) if return_last else out
 
 

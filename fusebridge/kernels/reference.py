@@ -150,6 +150,38 @@ def _gru_stack(a: np.ndarray | None, ndim: int, shape: tuple[int, ...], name: st
     return a
 
 
+def gru_sentences(x: np.ndarray, layout: str, offsets: object, seq_lens: object) -> tuple:
+    """(each sentence's rows of x, place): place(outputs, cols) puts per-sentence rows of cols
+    columns back into the input's layout (padded positions zero). Offsets and lengths are
+    checked as the kernels check them."""
+    if layout == "lod":
+        if offsets is None:
+            raise ArgumentError("gru: layout 'lod' needs offsets")
+        # The kernels' own checks: offsets that slice past x would be silently wrong here.
+        offsets = as_offsets(offsets, "reference.gru", x.shape[0])
+        sentences = [x[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
+        hidden_shape = (x.shape[0],)
+    else:
+        t_max, n = x.shape[:2] if layout == "tnc" else x.shape[1::-1]
+        lens = as_seq_lens(seq_lens, "reference.gru", n, t_max)
+        seq_major = x if layout == "ntc" else x.transpose(1, 0, 2)
+        sentences = [seq_major[i, : lens[i]] for i in range(n)]
+        hidden_shape = x.shape[:2]
+
+    def place(outputs: list[np.ndarray], cols: int) -> np.ndarray:
+        hidden = np.zeros(hidden_shape + (cols,), x.dtype)
+        for i, out in enumerate(outputs):
+            if layout == "lod":
+                hidden[offsets[i] : offsets[i + 1]] = out
+            elif layout == "tnc":
+                hidden[: len(out), i] = out
+            else:
+                hidden[i, : len(out)] = out
+        return hidden
+
+    return sentences, place
+
+
 def gru(
     x: np.ndarray,
     wx: np.ndarray,
@@ -186,21 +218,8 @@ def gru(
     reverses = GRU_DIRECTIONS[direction]
     dirs = len(reverses)
 
-    # Each sentence as the list of its rows of x, and where each word's output goes.
-    if layout == "lod":
-        if offsets is None:
-            raise ArgumentError("gru: layout 'lod' needs offsets")
-        # The kernels' own checks: offsets that slice past x would be silently wrong here.
-        offsets = as_offsets(offsets, "reference.gru", x.shape[0])
-        n = len(offsets) - 1
-        sentences = [x[offsets[i] : offsets[i + 1]] for i in range(n)]
-        hidden_shape = (x.shape[0],)
-    else:
-        t_max, n = x.shape[:2] if layout == "tnc" else x.shape[1::-1]
-        lens = as_seq_lens(seq_lens, "reference.gru", n, t_max)
-        seq_major = x if layout == "ntc" else x.transpose(1, 0, 2)
-        sentences = [seq_major[i, : lens[i]] for i in range(n)]
-        hidden_shape = x.shape[:2]
+    sentences, place = gru_sentences(x, layout, offsets, seq_lens)
+    n = len(sentences)
     ic = x.shape[-1]
     oc = np.shape(wh)[-2]
 
@@ -234,15 +253,7 @@ def gru(
                 outputs[i][t, cols] = h
             last[d, i] = h
 
-    # Back into the input's layout; padded positions stay zero.
-    hidden = np.zeros(hidden_shape + (dirs * oc,))
-    for i, out in enumerate(outputs):
-        if layout == "lod":
-            hidden[offsets[i] : offsets[i + 1]] = out
-        elif layout == "tnc":
-            hidden[: len(out), i] = out
-        else:
-            hidden[i, : len(out)] = out
+    hidden = place(outputs, dirs * oc)
     return hidden, last
 
 

@@ -17,13 +17,22 @@ from fusebridge.conventions import DOMAIN
 from fusebridge.errors import ArgumentError, ModelFormatError, UnsupportedOpError
 from fusebridge.graph.checks import describe
 from fusebridge.kernels.arguments import as_flag
-from fusebridge.ops import crf, dropout, fused_dropout, gru, lod, sequence, standard
+from fusebridge.ops import (
+    crf,
+    dropout,
+    fused_dropout,
+    gru,
+    lod,
+    quantized_gru,
+    sequence,
+    standard,
+)
 from fusebridge.ops.common import OpDef, Run
 from fusebridge.ops.schema import OpSchema, markdown, register_onnx_schemas
 
 REGISTRY: dict[str, OpDef] = {
     d.schema.op_type: d
-    for module in (gru, dropout, fused_dropout, crf, sequence, lod)
+    for module in (gru, quantized_gru, dropout, fused_dropout, crf, sequence, lod)
     for d in module.OPS
 }
 SCHEMAS: dict[str, OpSchema] = {k: d.schema for k, d in REGISTRY.items()}

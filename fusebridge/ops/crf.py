@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from fusebridge import conventions
 from fusebridge.graph.builder import OpBuilder
+from fusebridge.graph.loops import body_graph, body_input, stacked_scan
 from fusebridge.kernels import reference
 from fusebridge.ops.common import OpDef, ReferenceOp, Run, per_engine
 from fusebridge.ops.lod import lod_to_padded, padded_to_lod, sentence_bounds
@@ -92,7 +92,7 @@ def viterbi_graph(
     # onnx.reference runs no iteration at all when the cond input is left out.
     true = op.const(np.bool_(True), "true")
     alpha, backs = op.Loop(trips, true, alpha0, body=_forward(op, padded, w, lens), _outputs=2)
-    backs = _stacked(op, backs, trips_1d, op.Shape(alpha0))  # [T-1, N, tags]: steps 1..T-1
+    backs = stacked_scan(op, backs, trips_1d, op.Shape(alpha0))  # [T-1, N, tags]: steps 1..T-1
     best_end = op.Max(op.Add(alpha, end), op.const(_LOWEST, "lowest"))
     last = op.ArgMax(best_end, axis=1, keepdims=1)  # [N, 1]
 
@@ -100,7 +100,7 @@ def viterbi_graph(
     first, tags = op.Loop(
         trips, true, last, body=_backward(op, backs, back_of, op.Sub(lens, one)), _outputs=2
     )
-    tags = _stacked(op, tags, trips_1d, op.Shape(last))  # [T-1, N, 1]: steps T-1 down to 1
+    tags = stacked_scan(op, tags, trips_1d, op.Shape(last))  # [T-1, N, 1]: steps T-1 down to 1
     tags = op.Slice(
         tags,
         op.ints([-1], "minus_one"),
@@ -115,31 +115,13 @@ def viterbi_graph(
     return op.Cast(op.Equal(path, label), to=ir.DataType.INT64)
 
 
-def _unique(body: OpBuilder, hint: str) -> str:
-    return conventions.unique_name(f"{body.prefix}/{hint}", body.taken)
-
-
-def _input(body: OpBuilder, hint: str, dtype: ir.DataType, shape: list) -> ir.Value:
-    return ir.Value(name=_unique(body, hint), type=ir.TensorType(dtype), shape=ir.Shape(shape))
-
-
-def _graph(body: OpBuilder, inputs: list[ir.Value], outputs: list[ir.Value]) -> ir.Graph:
-    """The body as a graph, its values named apart from every outer value: a subgraph names its
-    own values from val_0 on, as the outer graph does (an SSA clash for onnx.checker), and
-    onnx.reference lets an outer value override a body input of the same name."""
-    for node in body.nodes:
-        for value in node.outputs:
-            value.name = value.name or _unique(body, node.op_type)
-    return ir.Graph(inputs, outputs, nodes=body.nodes, name=body.prefix)
-
-
 def _forward(op: OpBuilder, padded: ir.Value, w: ir.Value, lens: ir.Value) -> ir.Graph:
     """Iteration k computes step t = k + 1: alpha_t[j] = max_i(alpha[i] + w[i, j]) + x_t[j],
     in that float32 order; sentences of length <= t keep their alpha. Emits the argmaxes."""
     body = OpBuilder(f"{op.prefix}/viterbi_forward", op.taken, op.opset)
-    k = _input(body, "k", ir.DataType.INT64, [])
-    cond = _input(body, "cond", ir.DataType.BOOL, [])
-    alpha = _input(body, "alpha", ir.DataType.FLOAT, ["N", "tags"])
+    k = body_input(body, "k", ir.DataType.INT64, [])
+    cond = body_input(body, "cond", ir.DataType.BOOL, [])
+    alpha = body_input(body, "alpha", ir.DataType.FLOAT, ["N", "tags"])
     t = body.Add(k, op.const(np.int64(1), "scalar_one"))
     scores = body.Add(body.Unsqueeze(alpha, op.ints([2], "axis2")), w)  # [N, from, to]
     scores = body.Max(scores, op.const(_LOWEST, "lowest"))
@@ -148,7 +130,7 @@ def _forward(op: OpBuilder, padded: ir.Value, w: ir.Value, lens: ir.Value) -> ir
     new = body.Add(best, body.Gather(padded, t, axis=0))
     alpha_out = body.Where(body.Less(t, lens), new, alpha)
     cond_out = body.Identity(cond)
-    return _graph(body, [k, cond, alpha], [cond_out, alpha_out, back])
+    return body_graph(body, [k, cond, alpha], [cond_out, alpha_out, back])
 
 
 def _backward(op: OpBuilder, backs: ir.Value, back_of: ir.Value, lens_m1: ir.Value) -> ir.Graph:
@@ -156,23 +138,14 @@ def _backward(op: OpBuilder, backs: ir.Value, back_of: ir.Value, lens_m1: ir.Val
     step t-1 by the back pointers of step t where t is a word of the sentence (t < len), and
     stay where it is not, so each sentence starts from its own last tag."""
     body = OpBuilder(f"{op.prefix}/viterbi_backward", op.taken, op.opset)
-    k = _input(body, "k", ir.DataType.INT64, [])
-    cond = _input(body, "cond", ir.DataType.BOOL, [])
-    tag = _input(body, "tag", ir.DataType.INT64, ["N", 1])
+    k = body_input(body, "k", ir.DataType.INT64, [])
+    cond = body_input(body, "cond", ir.DataType.BOOL, [])
+    tag = body_input(body, "tag", ir.DataType.INT64, ["N", 1])
     index = body.Sub(back_of, k)  # step t's back pointers are backs[t - 1]
     prev = body.GatherElements(body.Gather(backs, index, axis=0), tag, axis=1)
     tag_out = body.Where(body.Less(index, lens_m1), prev, tag)
     cond_out = body.Identity(cond)
-    return _graph(body, [k, cond, tag], [cond_out, tag_out, tag])
-
-
-def _stacked(op: OpBuilder, scan: ir.Value, trips: ir.Value, step_shape: ir.Value) -> ir.Value:
-    """A Loop's scan output as [trips, step shape...]: onnxruntime stacks the steps on a new
-    axis, onnx.reference concatenates them on axis 0 (np.vstack). allowzero: N may be 0."""
-    # Below opset 14 (no allowzero) a 0 copies the scan's own dim, which onnxruntime's
-    # stacked scan output has already.
-    allowzero = {"allowzero": 1} if op.opset >= 14 else {}
-    return op.Reshape(scan, op.Concat(trips, step_shape, axis=0), **allowzero)
+    return body_graph(body, [k, cond, tag], [cond_out, tag_out, tag])
 
 
 def lower(op, node: ir.Node) -> list[ir.Value]:

@@ -171,13 +171,9 @@ int64_t GruPrimitive::tail_step(const GruPlan& p, int64_t classes) const {
 void GruPrimitive::forward(const GruPlan& p, const float* x, const GruWeightsView& w,
                            const float* h0, float* out, float* last) const {
     const int64_t D = d_.directions, OC = d_.oc, G3 = 3 * OC, cols = D * OC;
-    const size_t row_bytes = size_t(cols) * sizeof(float);
     const int64_t n = p.n_, words = p.words_, max_len = p.max_len_;
     const int64_t* lens = p.lens_.data();
-    if (d_.layout != SeqLayout::lod)
-        for (int64_t s = 0; s < n; ++s)
-            for (int64_t t = lens[s]; t < p.steps_; ++t)
-                std::memset(out + p.row_of(s, t) * cols, 0, row_bytes);
+    p.zero_padding(cols, out);
 
     auto is_reverse = [&](int64_t d) { return D == 2 ? d == 1 : d_.reverse; };
     if (words > 0) {
@@ -315,18 +311,31 @@ void GruPrimitive::forward(const GruPlan& p, const float* x, const GruWeightsVie
         }
     }
 
-    if (!last) return;
-    for (int64_t d = 0; d < D; ++d)
-        for (int64_t s = 0; s < n; ++s) {
-            float* dst = last + (d * n + s) * OC;
-            const int64_t len = lens[s];
+    if (last) p.last_states(D, OC, d_.reverse, out, h0, last);
+}
+
+void GruPlan::zero_padding(int64_t cols, float* out) const {
+    if (steps_ == 0) return;  // lod, or no steps
+    for (int64_t s = 0; s < n_; ++s)
+        for (int64_t t = lens_[s]; t < steps_; ++t)
+            std::memset(out + row_of(s, t) * cols, 0, size_t(cols) * sizeof(float));
+}
+
+void GruPlan::last_states(int64_t directions, int64_t oc, bool reverse, const float* out,
+                          const float* h0, float* last) const {
+    const int64_t cols = directions * oc;
+    for (int64_t d = 0; d < directions; ++d)
+        for (int64_t s = 0; s < n_; ++s) {
+            float* dst = last + (d * n_ + s) * oc;
+            const int64_t len = lens_[s];
+            const bool rev = directions == 2 ? d == 1 : reverse;
             if (len > 0)
-                std::memcpy(dst, out + p.row_of(s, is_reverse(d) ? 0 : len - 1) * cols + d * OC,
-                            size_t(OC) * sizeof(float));
+                std::memcpy(dst, out + row_of(s, rev ? 0 : len - 1) * cols + d * oc,
+                            size_t(oc) * sizeof(float));
             else if (h0)
-                std::memcpy(dst, h0 + (d * n + s) * OC, size_t(OC) * sizeof(float));
+                std::memcpy(dst, h0 + (d * n_ + s) * oc, size_t(oc) * sizeof(float));
             else
-                std::fill(dst, dst + OC, 0.0f);
+                std::fill(dst, dst + oc, 0.0f);
         }
 }
 
@@ -383,12 +392,17 @@ GruPackedSizes gru_packed_sizes(int64_t directions, int64_t ic, int64_t oc) {
 void pack_gru_weights(int64_t directions, int64_t ic, int64_t oc, const float* wx,
                       const float* wh, const float* bias, const float* bias_h, float* out_wx,
                       float* out_wh, float* out_bx, float* out_bhc) {
-    const GruPackedSizes size = gru_packed_sizes(directions, ic, oc);
-    const int64_t ocp = size.bhc / directions, G3 = 3 * oc;
+    gru_packed_sizes(directions, ic, oc);  // checks the sizes
     if (wx != nullptr) pack_blocks(wx, directions, ic, oc, out_wx);
     pack_blocks(wh, directions, oc, oc, out_wh);
-    std::fill(out_bx, out_bx + size.bx, 0.0f);
-    std::fill(out_bhc, out_bhc + size.bhc, 0.0f);
+    pack_gru_bias(directions, oc, bias, bias_h, out_bx, out_bhc);
+}
+
+void pack_gru_bias(int64_t directions, int64_t oc, const float* bias, const float* bias_h,
+                   float* out_bx, float* out_bhc) {
+    const int64_t ocp = (oc + kGruBlock - 1) / kGruBlock * kGruBlock, G3 = 3 * oc;
+    std::fill(out_bx, out_bx + directions * 3 * ocp, 0.0f);
+    std::fill(out_bhc, out_bhc + directions * ocp, 0.0f);
     for (int64_t d = 0; d < directions; ++d)
         for (int64_t gate = 0; gate < 3; ++gate)
             for (int64_t u = 0; u < oc; ++u) {

@@ -52,6 +52,11 @@ struct GruPackedSizes {
 };
 GruPackedSizes gru_packed_sizes(int64_t directions, int64_t ic, int64_t oc);
 
+// Biases into bx [D, 3, OCp] (update and reset with their recurrent bias added) and bhc [D, OCp]
+// (the recurrent candidate bias); null bias or bias_h: zeros. Shared with the quantized packer.
+void pack_gru_bias(int64_t directions, int64_t oc, const float* bias, const float* bias_h,
+                   float* out_bx, float* out_bhc);
+
 // The one writer of the packed layout (fusebridge.kernels.pack_gru_weights and the framework
 // glues call it): canonical weights, gate order update, reset, candidate, wx [D, IC, 3*OC]
 // (null without projection), wh [D, OC, 3*OC], bias and bias_h [D, 3*OC] (null: zeros), into
@@ -68,9 +73,16 @@ class GruPlan {
     int64_t sentences() const { return n_; }
     int64_t words() const { return words_; }
     int64_t x_rows() const { return x_rows_; }  // rows of x (and of out)
+    // out's padding rows (padded layouts) zeroed; out has `cols` columns.
+    void zero_padding(int64_t cols, float* out) const;
+    // last [D, N, OC]: each sentence's final state per direction from out (D*OC columns), h0's
+    // (or zeros) for an empty sentence; `reverse`: the single direction runs back to front.
+    void last_states(int64_t directions, int64_t oc, bool reverse, const float* out,
+                     const float* h0, float* last) const;
 
    private:
     friend class GruPrimitive;
+    friend class QGruPrimitive;
     // Checks the lengths (each in [0, steps] for a padded layout; their sum and the buffers'
     // sizes within int64) and lays the batch out.
     void build(const GruDesc& d, const int64_t* lens, int64_t n, int64_t steps);

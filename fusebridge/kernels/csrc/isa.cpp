@@ -33,6 +33,26 @@ Isa best_isa() {
     return best;
 }
 
+static unsigned detect_extensions(Isa isa) {
+    unsigned a, b, c, d, ext = 0;
+    if (isa == Isa::scalar || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    const unsigned max_subleaf = a;
+    if (isa == Isa::avx512 && (c & bit_AVX512VNNI)) ext |= kExtVnni;
+    if (max_subleaf >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+        if (isa == Isa::avx2 && (a & bit_AVXVNNI)) ext |= kExtVnni;
+        if (isa == Isa::avx512 && (a & bit_AVX512BF16)) ext |= kExtBf16;
+    }
+    return ext;
+}
+
+unsigned cpu_extensions(Isa isa) {
+    static const unsigned ext[3] = {0, detect_extensions(Isa::avx2),
+                                    best_isa() == Isa::avx512 ? detect_extensions(Isa::avx512) : 0};
+    return int(isa) <= int(best_isa()) ? ext[int(isa)] : 0;
+}
+
+const char* extension_name(unsigned bit) { return bit == kExtVnni ? "vnni" : "bf16"; }
+
 const char* isa_name(Isa isa) {
     switch (isa) {
         case Isa::avx512: return "avx512";

@@ -31,6 +31,7 @@
 #include "parallel.hpp"
 #include "philox.hpp"
 #include "primitive_cache.hpp"
+#include "qgru.hpp"
 #include "runtime.hpp"
 
 namespace nb = nanobind;
@@ -43,6 +44,8 @@ using BytesIn = nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>;
 using Bytes = nb::ndarray<uint8_t, nb::c_contig, nb::device::cpu>;
 using Floats = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
 using FloatsOut = nb::ndarray<float, nb::c_contig, nb::device::cpu>;
+using Groups = nb::ndarray<const uint32_t, nb::c_contig, nb::device::cpu>;
+using Ints = nb::ndarray<const int32_t, nb::c_contig, nb::device::cpu>;
 
 static void require_size(const char* op, const char* what, size_t have, int64_t want,
                          const char* unit = "elements") {
@@ -211,6 +214,10 @@ NB_MODULE(_C, m) {
         .value("tanh", GruAct::tanh)
         .value("relu", GruAct::relu)
         .value("identity", GruAct::identity);
+    nb::enum_<GruPrecision>(m, "GruPrecision")
+        .value("f32", GruPrecision::f32)
+        .value("int8", GruPrecision::int8)
+        .value("bf16", GruPrecision::bf16);
     nb::enum_<SeqLayout>(m, "SeqLayout")
         .value("lod", SeqLayout::lod)
         .value("tnc", SeqLayout::tnc)
@@ -224,6 +231,7 @@ NB_MODULE(_C, m) {
         .value("upscale_in_train", DropoutMode::upscale_in_train)
         .value("downgrade_in_infer", DropoutMode::downgrade_in_infer);
     bind_descriptor<GruDesc>(m, "GRUDescriptor");
+    bind_descriptor<QGruDesc>(m, "QGRUDescriptor");
     bind_descriptor<DropoutDesc>(m, "DropoutDescriptor");
     bind_descriptor<SoftmaxDropoutDesc>(m, "SoftmaxDropoutDescriptor");
     bind_descriptor<MatmulDropoutDesc>(m, "MatmulDropoutDescriptor");
@@ -362,7 +370,55 @@ NB_MODULE(_C, m) {
              },
              "lens"_a, "steps"_a, "repeats"_a);
 
+    nb::class_<QGruPrimitive>(m, "QGruPrimitive")
+        .def(nb::init<const QGruDesc&>(), "desc"_a)
+        .def_prop_ro("desc", &QGruPrimitive::desc)
+        .def("forward",
+             [](const QGruPrimitive& self, Lengths lens, int64_t steps, Floats x,
+                std::optional<Groups> wx, Groups wh, std::optional<Floats> wx_scale,
+                std::optional<Floats> wh_scale, std::optional<Ints> wx_comp,
+                std::optional<Ints> wh_comp, Floats bx, Floats bhc, std::optional<Floats> h0,
+                FloatsOut out, std::optional<FloatsOut> last) {
+                 const char* op = "fusion_gru";
+                 const QGruDesc& d = self.desc();
+                 const GruPlan& plan = self.plan(lens.data(), int64_t(lens.shape(0)), steps);
+                 const QGruPackedSizes size = qgru_packed_sizes(
+                     d.precision, d.directions, d.projection ? d.ic : 0, d.oc);
+                 const int64_t states = mul_size(d.directions * d.oc, plan.sentences(), op, "h0");
+                 const bool int8 = d.precision == GruPrecision::int8;
+                 require_size(op, "x", x.size(), plan.x_rows() * d.ic);
+                 if (d.projection != bool(wx))
+                     fail(op, d.projection ? "wx is required with the input projection"
+                                           : "wx must be None without the input projection");
+                 if (wx) require_size(op, "wx", wx->size(), size.wx);
+                 require_size(op, "wh", wh.size(), size.wh);
+                 if (int8 != bool(wh_scale) || int8 != bool(wh_comp) ||
+                     (int8 && d.projection) != bool(wx_scale) ||
+                     (int8 && d.projection) != bool(wx_comp))
+                     fail(op, "scales and compensations go with int8 weights (and wx's with wx)");
+                 for (const auto& a : {wx_scale, wh_scale})
+                     if (a) require_size(op, "scale", a->size(), size.columns);
+                 for (const auto& a : {wx_comp, wh_comp})
+                     if (a) require_size(op, "comp", a->size(), size.columns);
+                 require_size(op, "bias", bx.size(), size.bx);
+                 require_size(op, "bias_h", bhc.size(), size.bhc);
+                 if (h0) require_size(op, "h0", h0->size(), states);
+                 require_size(op, "out", out.size(), plan.x_rows() * d.directions * d.oc);
+                 if (last) require_size(op, "last", last->size(), states);
+                 auto ptr = [](const auto& a) { return a ? a->data() : nullptr; };
+                 const QGruWeightsView w{ptr(wx),      wh.data(),     ptr(wx_scale), ptr(wh_scale),
+                                         ptr(wx_comp), ptr(wh_comp), bx.data(),     bhc.data()};
+                 const float* h0p = ptr(h0);
+                 float* lastp = ptr(last);
+                 nb::gil_scoped_release release;
+                 self.forward(plan, x.data(), w, h0p, out.data(), lastp);
+             },
+             "lens"_a, "steps"_a, "x"_a, "wx"_a.none(), "wh"_a, "wx_scale"_a.none(),
+             "wh_scale"_a.none(), "wx_comp"_a.none(), "wh_comp"_a.none(), "bx"_a, "bhc"_a,
+             "h0"_a.none(), "out"_a.noconvert(), "last"_a.noconvert().none());
+
     bind_cached<GruPrimitive, GruDesc>(m);
+    bind_cached<QGruPrimitive, QGruDesc>(m);
     bind_cached<DropoutPrimitive, DropoutDesc>(m);
     bind_cached<SoftmaxDropoutPrimitive, SoftmaxDropoutDesc>(m);
     bind_cached<MatmulDropoutPrimitive, MatmulDropoutDesc>(m);
@@ -461,6 +517,11 @@ NB_MODULE(_C, m) {
     m.def("isa_limit", [] { return int(isa_limit()); });
     m.def("current_isa", [] { return int(current_isa()); });
     m.def("set_isa", [](int isa) { set_isa(Isa(enum_value("isa", isa, 2))); }, "isa"_a);
+    m.def("cpu_extensions", [](int isa) { return cpu_extensions(Isa(enum_value("isa", isa, 2))); },
+          "isa"_a);
+    m.def("extension_limit", &extension_limit);
+    m.def("current_extensions", &current_extensions);
+    m.def("set_extensions", &set_extensions, "mask"_a);
     m.def("isa_name", [](int isa) { return std::string(isa_name(Isa(enum_value("isa", isa, 2)))); });
     m.def("set_num_threads", &set_num_threads, "n"_a);
     m.def("max_threads", &max_threads);

@@ -59,20 +59,32 @@ int max_threads() { return g_threads.load(std::memory_order_relaxed); }
 namespace {
 struct IsaLimit {
     Isa isa = best_isa();
+    unsigned extensions = kExtAll;
     std::string error;  // why $FUSEBRIDGE_ISA cannot be run, or empty
 };
 
+// "<isa>" or "<isa>-no<extension>..." (say "avx512-novnni-nobf16").
 IsaLimit isa_limit_from_env() {
     IsaLimit limit;
-    const char* want = std::getenv("FUSEBRIDGE_ISA");
-    if (want == nullptr) return limit;
+    const char* env = std::getenv("FUSEBRIDGE_ISA");
+    if (env == nullptr) return limit;
+    const std::string want = env;
+    const std::string name = want.substr(0, want.find('-'));
+    std::string masks = name.size() < want.size() ? want.substr(name.size()) : "";
+    unsigned extensions = kExtAll;
+    for (unsigned bit : {kExtVnni, kExtBf16}) {
+        const std::string token = std::string("-no") + extension_name(bit);
+        const size_t at = masks.find(token);
+        if (at != std::string::npos) masks.erase(at, token.size()), extensions &= ~bit;
+    }
     std::string allowed;
     for (int i = 0; i <= int(limit.isa); ++i) {
         allowed += std::string(i ? ", " : "") + "'" + isa_name(Isa(i)) + "'";
-        if (want == std::string(isa_name(Isa(i)))) return {Isa(i), ""};
+        if (masks.empty() && name == isa_name(Isa(i))) return {Isa(i), extensions, ""};
     }
-    limit.error = "FUSEBRIDGE_ISA: expected one of (" + allowed + ") on this CPU, got '" +
-                  want + "'";
+    limit.error = "FUSEBRIDGE_ISA: expected one of (" + allowed +
+                  ") on this CPU, optionally followed by -novnni and/or -nobf16, got '" + want +
+                  "'";
     return limit;
 }
 
@@ -82,6 +94,7 @@ const IsaLimit& isa_setting() {
 }
 
 std::atomic<int> g_isa{-1};  // -1: isa_limit(), until set_isa
+std::atomic<int> g_extensions{-1};  // -1: extension_limit(), until set_extensions
 }  // namespace
 
 Isa isa_limit() {
@@ -102,6 +115,24 @@ void set_isa(Isa isa) {
                                     isa_name(isa_limit()) + ")");
     g_isa.store(int(isa));
 }
+unsigned extension_limit() {
+    isa_limit();  // throws for an unusable $FUSEBRIDGE_ISA
+    return isa_setting().extensions;
+}
+
+unsigned current_extensions() {
+    const int mask = g_extensions.load(std::memory_order_relaxed);
+    return (mask < 0 ? extension_limit() : unsigned(mask)) & cpu_extensions(current_isa());
+}
+
+void set_extensions(unsigned mask) {
+    if (mask & ~extension_limit())
+        throw std::invalid_argument("set_extensions: mask " + std::to_string(mask) +
+                                    " turns on an extension $FUSEBRIDGE_ISA masks (allowed: " +
+                                    std::to_string(extension_limit()) + ")");
+    g_extensions.store(int(mask));
+}
+
 int blas_threads() { return scipy_openblas_get_num_threads(); }
 std::string blas_config() { return scipy_openblas_get_config(); }
 

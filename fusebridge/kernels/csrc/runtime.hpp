@@ -23,6 +23,12 @@ Isa isa_limit();
 // set_isa picks another within it.
 Isa current_isa();
 void set_isa(Isa isa);
+// The extensions (isa.hpp) new primitives may use: those of cpu_extensions(current_isa()) that
+// $FUSEBRIDGE_ISA does not mask ("avx512-novnni", "avx512-nobf16", "avx2-novnni", ...) and
+// set_extensions has not turned off. Masking one makes the kernels emulate it: same bits.
+unsigned extension_limit();  // the mask $FUSEBRIDGE_ISA allows (kExtAll when unset)
+unsigned current_extensions();
+void set_extensions(unsigned mask);  // within extension_limit()
 std::string blas_config();
 
 // C[m, n] = alpha * A[m, k] @ B[k, n] + beta * C, row-major, through OpenBLAS. The matrix is cut
