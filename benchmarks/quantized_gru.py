@@ -49,7 +49,9 @@ def _kernel(weights: dict[str, np.ndarray], precision: str) -> GRUKernel:
     if precision == "float32":
         packed = kernels.pack_gru_weights(**weights)
     else:
-        packed = kernels.pack_qgru_weights(kernels.quantize_gru_weights(**weights, precision=precision))
+        packed = kernels.pack_qgru_weights(
+            kernels.quantize_gru_weights(**weights, precision=precision)
+        )
     return GRUKernel(packed, direction="bidirectional", origin_mode=False)
 
 
@@ -71,7 +73,7 @@ def run(quick: bool = False, threads: int = 2) -> str:
                     for label, precision, ext in variants(isa):
                         kernel = _kernel(weights, precision)
 
-                        def call(kernel=kernel, ext=ext, isa=isa):
+                        def call(kernel=kernel, ext=ext, isa=isa, x=x, offsets=offsets):
                             kernels.set_isa(isa)
                             kernels.set_extensions(ext)
                             kernel(x, offsets=offsets)

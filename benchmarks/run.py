@@ -25,6 +25,7 @@ SECTIONS = {
     "quantized_gru": "benchmarks.quantized_gru",
     "paddle_models": "benchmarks.paddle_models",
     "paddle_families": "benchmarks.paddle_families",
+    "lac_tagger": "benchmarks.lac_tagger",
     "paddle_training": "benchmarks.paddle_training",
     "paddle_dygraph": "benchmarks.paddle_dygraph",
     "mxnet_models": "benchmarks.mxnet_models",

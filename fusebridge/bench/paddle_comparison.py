@@ -30,6 +30,12 @@ PEERS = ("paddle_executor", "paddle_inference", "paddle_inference_onednn")
 # Paddle Inference on the model fb.save_paddle writes back (our GRU as a Paddle custom op):
 # a peer of Paddle 3 (padded) models only.
 SAVED_BACK = "paddle_inference_fusebridge_ops"
+# Paddle Inference with oneDNN int8 GRUs, on Paddle's post-training quantized copy of the model
+# (paddle_runtime.post_training_int8), made beforehand in the folder INT8_CACHE_ENV names
+# (fusebridge.bench.lac.paddle_int8_model for the LAC tagger). Its outputs are int8's: they
+# differ from fusebridge float32's, so its rows say "no" under same output.
+ONEDNN_INT8 = "paddle_inference_onednn_int8"
+INT8_CACHE_ENV = "FUSEBRIDGE_PADDLE_INT8_CACHE"
 PEER_MODULE = "fusebridge.bench.paddle_peer"
 
 

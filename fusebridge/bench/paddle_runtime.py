@@ -1,26 +1,43 @@
 """Runs a saved Paddle inference model on Paddle's own runtimes (needs paddlepaddle): the
 static Executor on the unfused program (the oracle) and Paddle Inference (with or without its
-IR passes and oneDNN), to compare fusebridge against.
+IR passes and oneDNN, and with oneDNN int8 on a post-training quantized copy), to compare
+fusebridge against.
 
 A legacy model dir holds inference.pdmodel + inference.pdiparams (combined) or __model__ plus one
 file per parameter (fusebridge.models.paddle_models.save_model writes both); a Paddle 3 PIR model
 is a model.json + model.pdiparams (paddle.jit.save), run on the new IR.
 
 Feeds map an input name to (array, sentence lengths or None); LoD inputs get one LoD level.
+
+Paddle's own int8 path for a legacy model (3.3.1): post_training_int8 (Paddle's
+PostTrainingQuantization) writes a copy with fake quantize / dequantize ops around the `mul`
+ops, whose scales Paddle Inference's oneDNN int8 passes read (quant_dequant_onednn_pass) when
+InferenceRunner gets int8_ops; fc_gru_fuse_pass then makes fusion_gru ops that cpu_quantize_pass
+turns int8 (u8 data, s8 weights, oneDNN's int8 GRU). On the float model alone,
+enable_onednn_int8 quantizes nothing: without fake quantize ops no op has an input scale.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import tempfile
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fusebridge.errors import ArgumentError
 from fusebridge.integrations.paddle.legacy import import_paddle, static_mode
 from fusebridge.integrations.paddle.params import find_model_files
 
 Feeds = dict[str, tuple[np.ndarray, list[int] | None]]
+# The op types the oneDNN int8 peer quantizes: the GRUs only. Paddle's default (every op type
+# it can quantize) also makes the last fc int8, with an s8 output, which on the LAC tagger
+# costs a point of tag agreement for no speed.
+INT8_OPS = ("fusion_gru",)
 
 
 def _offsets(lengths: list[int]) -> list[int]:
@@ -32,6 +49,15 @@ def _model(model_dir: str | os.PathLike) -> tuple[Path, Path | None, bool, Any]:
     model, params = find_model_files(model_dir)
     pir = model.suffix == ".json"
     return model, params, pir, import_paddle(pir)
+
+
+def _dense_tensor(paddle: Any, array: np.ndarray, lengths: list[int] | None, place: Any) -> Any:
+    """A feed as a DenseTensor on `place`, with one LoD level when it has lengths."""
+    tensor = paddle.base.core.DenseTensor()
+    tensor.set(np.ascontiguousarray(array), place)
+    if lengths is not None:
+        tensor.set_recursive_sequence_lengths([[int(n) for n in lengths]])
+    return tensor
 
 
 class ExecutorRunner:
@@ -66,13 +92,10 @@ class ExecutorRunner:
         """Fetch name -> array (LoD outputs come back flat, e.g. [words, 1])."""
         paddle = self._paddle
         with static_mode(paddle, self._pir):
-            feed = {}
-            for name, (array, lengths) in feeds.items():
-                tensor = paddle.base.core.DenseTensor()
-                tensor.set(np.ascontiguousarray(array), self._place)
-                if lengths is not None:
-                    tensor.set_recursive_sequence_lengths([[int(n) for n in lengths]])
-                feed[name] = tensor
+            feed = {
+                name: _dense_tensor(paddle, array, lengths, self._place)
+                for name, (array, lengths) in feeds.items()
+            }
             # return_numpy=True refuses LoD outputs; np.array drops the LoD.
             outs = self._exe.run(
                 self.program,
@@ -90,11 +113,23 @@ class InferenceRunner:
     other mul + elementwise_add into fc); onednn switches to the oneDNN kernels. With both,
     3.3.1's oneDNN fusion_gru returns garbage (even NaN) on a call with more sentences than an
     earlier call of as many words (its cache ignores the sentence count): use a fresh runner per
-    batch shape when the numbers matter, and a subprocess, as it may also crash."""
+    batch shape when the numbers matter, and a subprocess, as it may also crash.
+
+    int8_ops (with onednn, on post_training_int8's model): oneDNN int8 for these op types
+    (config.enable_onednn_int8; empty: every type Paddle can quantize), their scales read
+    from the model's fake quantize ops."""
 
     def __init__(
-        self, model_dir: str | os.PathLike, *, ir_optim: bool, onednn: bool, threads: int = 1
+        self,
+        model_dir: str | os.PathLike,
+        *,
+        ir_optim: bool,
+        onednn: bool,
+        threads: int = 1,
+        int8_ops: Collection[str] | None = None,
     ):
+        if int8_ops is not None and not (onednn and ir_optim):
+            raise ArgumentError("InferenceRunner: int8_ops needs onednn=True and ir_optim=True")
         model, params, pir, paddle = _model(model_dir)
         if params is None:
             config = paddle.inference.Config(os.fspath(model.parent))
@@ -108,6 +143,8 @@ class InferenceRunner:
         config.switch_ir_optim(ir_optim)
         if onednn:
             config.enable_onednn()
+            if int8_ops is not None:
+                config.enable_onednn_int8(set(int8_ops))
         else:
             config.disable_onednn()
         config.set_cpu_math_library_num_threads(threads)
@@ -129,3 +166,75 @@ class InferenceRunner:
         return {
             name: self.predictor.get_output_handle(name).copy_to_cpu() for name in self.fetch_names
         }
+
+
+def int8_model_dir(model_dir: str | os.PathLike, cache_dir: str | os.PathLike) -> Path:
+    """Where post_training_int8's copy of a legacy model is kept in `cache_dir`: a folder named
+    for a hash of the model's files (the model file and its parameter file, or every file
+    beside a `__model__`), so that a changed model is not run with an old copy."""
+    model, params = find_model_files(model_dir)
+    files = [model, params] if params else sorted(p for p in model.parent.iterdir() if p.is_file())
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0")
+        digest.update(path.read_bytes())
+    return Path(cache_dir) / f"int8-{digest.hexdigest()[:16]}"
+
+
+def post_training_int8(
+    model_dir: str | os.PathLike,
+    calibration: Sequence[Feeds],
+    out_dir: str | os.PathLike,
+    *,
+    algo: str = "abs_max",
+) -> Path:
+    """Paddle's post-training quantization of a legacy model (PostTrainingQuantization, on the
+    Executor): weights of the `mul` ops per output channel (abs max), their inputs by `algo`
+    ('abs_max', 'KL', 'hist', 'avg', 'mse') over the calibration batches. Writes model.pdmodel
+    and model.pdiparams, with fake quantize / dequantize ops, into out_dir (replacing it whole:
+    written in a folder beside it, then renamed) and returns it; InferenceRunner(...,
+    int8_ops=...) runs it. The GRUs' weights take their scales from the weights themselves, in
+    Paddle Inference."""
+    model, params, pir, paddle = _model(model_dir)
+    if pir:
+        raise ArgumentError(
+            f"post_training_int8: {model} is a PIR model; Paddle's post-training quantization "
+            "takes a legacy program"
+        )
+    if not calibration:
+        raise ArgumentError("post_training_int8: give at least one calibration batch")
+    from paddle.static.quantization import PostTrainingQuantization
+
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    place = paddle.CPUPlace()
+
+    def batches():
+        for feeds in calibration:
+            yield {
+                name: _dense_tensor(paddle, array, lengths, place)
+                for name, (array, lengths) in feeds.items()
+            }
+
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
+    try:
+        with static_mode(paddle, False):
+            quantizer = PostTrainingQuantization(
+                executor=paddle.static.Executor(place),
+                model_dir=os.fspath(model.parent),
+                model_filename=model.name,
+                params_filename=params.name if params else None,
+                scope=paddle.static.Scope(),
+                data_loader=batches,
+                batch_nums=len(calibration),
+                algo=algo,
+                quantizable_op_type=["mul"],
+                weight_quantize_type="channel_wise_abs_max",
+            )
+            quantizer.quantize()
+            quantizer.save_quantized_model(os.fspath(tmp), model_filename="model.pdmodel")
+        shutil.rmtree(out_dir, ignore_errors=True)
+        os.replace(tmp, out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir

@@ -49,19 +49,6 @@ struct Scratch {
     std::vector<float*> out;
 };
 
-// Of a step's `active` sentences (longest first, positions 0..active-1), class c of `classes`
-// holds the positions i with i % classes == c, stored together: class_rows of them from
-// class_offset. A sentence keeps its class from step to step, so the thread that owns a class
-// reads only the states it wrote.
-int64_t class_rows(int64_t active, int64_t c, int64_t classes) {
-    return active > c ? (active - c - 1) / classes + 1 : 0;
-}
-int64_t class_offset(int64_t active, int64_t c, int64_t classes) {
-    int64_t offset = 0;
-    for (int64_t j = 0; j < c; ++j) offset += class_rows(active, j, classes);
-    return offset;
-}
-
 }  // namespace
 
 GruPrimitive::GruPrimitive(const GruDesc& desc) : k_(gru_kernels_for(desc.isa)), d_(desc) {

@@ -65,6 +65,19 @@ void pack_gru_weights(int64_t directions, int64_t ic, int64_t oc, const float* w
                       const float* wh, const float* bias, const float* bias_h, float* out_wx,
                       float* out_wh, float* out_bx, float* out_bhc);
 
+// Of a step's `active` sentences (longest first, positions 0..active-1), class c of `classes`
+// holds the positions i with i % classes == c, stored together: class_rows of them from
+// class_offset. A sentence keeps its class from step to step, so the thread that owns a class
+// reads only the states it wrote (the float and the quantized GRU's owners alike).
+inline int64_t class_rows(int64_t active, int64_t c, int64_t classes) {
+    return active > c ? (active - c - 1) / classes + 1 : 0;
+}
+inline int64_t class_offset(int64_t active, int64_t c, int64_t classes) {
+    int64_t offset = 0;
+    for (int64_t j = 0; j < c; ++j) offset += class_rows(active, j, classes);
+    return offset;
+}
+
 // The batch plan of one call: where each word's rows lie and which sentences each step works
 // on. Its vectors keep their capacity from call to call, so a thread that plans again
 // allocates only when a batch outgrows every earlier one.

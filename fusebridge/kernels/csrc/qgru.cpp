@@ -51,15 +51,6 @@ Scratch& scratch() {
     return s;
 }
 
-int64_t class_rows(int64_t active, int64_t c, int64_t classes) {
-    return active > c ? (active - c - 1) / classes + 1 : 0;
-}
-int64_t class_offset(int64_t active, int64_t c, int64_t classes) {
-    int64_t offset = 0;
-    for (int64_t j = 0; j < c; ++j) offset += class_rows(active, j, classes);
-    return offset;
-}
-
 }  // namespace
 
 QGruPackedSizes qgru_packed_sizes(GruPrecision p, int64_t directions, int64_t ic, int64_t oc) {
