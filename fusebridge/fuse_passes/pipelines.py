@@ -45,6 +45,7 @@ from fusebridge.fuse_passes.report import OptimizeReport
 from fusebridge.fuse_passes.rng import ExplicitRng
 from fusebridge.fuse_passes.rule import FusionRule
 from fusebridge.graph.checks import check_graph
+from fusebridge.kernels.qgru_weights import PRECISIONS
 
 
 class Pipeline:
@@ -153,9 +154,6 @@ PIPELINES = {
         Pipeline("none", [], "convert only"),
     ]
 }
-
-
-PRECISIONS = ("float32", "int8", "bf16")
 
 
 def optimize(

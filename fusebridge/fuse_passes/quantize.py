@@ -15,7 +15,7 @@ from fusebridge import conventions
 from fusebridge.fuse_passes.passes import FusePass
 from fusebridge.fuse_passes.report import PassReport
 from fusebridge.graph.builder import OpBuilder, replace_node
-from fusebridge.kernels.gru_weights import quantize_gru_weights
+from fusebridge.kernels.qgru_weights import quantize_gru_weights
 from fusebridge.ops.gru import FUSION_GRU, GRU_OP
 
 

@@ -32,16 +32,15 @@ from fusebridge.kernels.fused_dropout import (
 )
 from fusebridge.kernels.gru import GRUDescriptor, GRUKernel, QGRUDescriptor, fusion_gru
 from fusebridge.kernels.gru_origin_mode import negate_update_gate
-from fusebridge.kernels.gru_weights import (
-    GRUWeights,
+from fusebridge.kernels.gru_weights import GRUWeights, pack_gru_weights
+from fusebridge.kernels.philox import philox4x32
+from fusebridge.kernels.primitive_cache import cache_stats, set_cache_capacity
+from fusebridge.kernels.qgru_weights import (
     QGRUWeights,
     QuantizedGRUWeights,
-    pack_gru_weights,
     pack_qgru_weights,
     quantize_gru_weights,
 )
-from fusebridge.kernels.philox import philox4x32
-from fusebridge.kernels.primitive_cache import cache_stats, set_cache_capacity
 from fusebridge.kernels.sequence_layout import lod_to_padded, padded_to_lod
 from fusebridge.kernels.sequence_pool import sequence_pool
 

@@ -9,7 +9,8 @@ import numpy as np
 from fusebridge.errors import ArgumentError, ArgumentTypeError
 from fusebridge.kernels import core
 from fusebridge.kernels.arguments import as_choice, as_flag, as_output, contiguous, new_array
-from fusebridge.kernels.gru_weights import GRUWeights, QGRUWeights, pack_gru_weights
+from fusebridge.kernels.gru_weights import GRUWeights, pack_gru_weights
+from fusebridge.kernels.qgru_weights import QGRUWeights
 from fusebridge.kernels.sequence_layout import as_offsets, as_seq_lens
 
 LAYOUTS = {"lod": 0, "tnc": 1, "ntc": 2}
@@ -100,20 +101,21 @@ class GRUKernel:
             "gate": core._C.GruAct[as_choice(gate_activation, ACTIVATIONS, op, "gate_activation")],
             "projection": weights.wx is not None,
         }
-        self._isa, self._prim = None, None
+        self._build, self._prim = None, None
         self._quantized = isinstance(weights, QGRUWeights)
         if self._quantized:
             self._fields["precision"] = core._C.GruPrecision[weights.precision]
 
     def _primitive(self) -> object:
         # set_isa or set_extensions may have changed them since the last call
-        isa = (core.isa(), core._C.current_extensions())
-        if isa != self._isa:
+        build = (core.isa(), core._C.current_extensions())
+        if build != self._build:
+            isa = core._C.Isa[build[0]]
             if self._quantized:
-                desc = QGRUDescriptor(**self._fields, isa=core._C.Isa[isa[0]], extensions=isa[1])
+                desc = QGRUDescriptor(**self._fields, isa=isa, extensions=build[1])
             else:
-                desc = GRUDescriptor(**self._fields, isa=core._C.Isa[isa[0]])
-            self._prim, self._isa = core._C.primitive(desc), isa
+                desc = GRUDescriptor(**self._fields, isa=isa)
+            self._prim, self._build = core._C.primitive(desc), build
         return self._prim
 
     def _forward(self, prim, lens, steps, x, h0, out, last) -> None:
@@ -160,7 +162,7 @@ class GRUKernel:
 
 def fusion_gru(
     x: np.ndarray,
-    wx: np.ndarray | GRUWeights,
+    wx: np.ndarray | GRUWeights | QGRUWeights,
     wh: np.ndarray | None = None,
     bias: np.ndarray | None = None,
     *,
@@ -180,13 +182,14 @@ def fusion_gru(
     """GRU over LoD (x [words, IC] + offsets) or right-padded tnc/ntc input (+ seq_lens).
 
     Weights are canonical (gate order update, reset, candidate; see pack_gru_weights), or one
-    GRUWeights in place of wx, wh, bias, bias_h. Returns hidden in the input's layout with
-    D*OC columns (forward half first, padding zero), and with return_last also last [D, N, OC]:
+    GRUWeights in place of wx, wh, bias, bias_h (QGRUWeights: the quantized GRU, docs/gru.md).
+    Returns hidden in the input's layout with D*OC columns (forward half first, padding zero),
+    and with return_last also last [D, N, OC]:
     each sentence's final state per direction (the reverse one after its first word). `out`
     receives hidden when given (a Session reuses its buffers across runs); it must not overlap x.
     """
     op = "fusion_gru"
-    if isinstance(wx, GRUWeights):
+    if isinstance(wx, (GRUWeights, QGRUWeights)):
         if wh is not None or bias is not None or bias_h is not None:
             raise ArgumentError(f"{op}: give GRUWeights alone, or raw wx, wh, bias, bias_h")
         weights = wx

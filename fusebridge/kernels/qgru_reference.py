@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from fusebridge.errors import ArgumentError
-from fusebridge.kernels.gru_weights import QuantizedGRUWeights, bf16_bits
+from fusebridge.kernels.qgru_weights import QuantizedGRUWeights, bf16_bits
 from fusebridge.kernels.reference import GRU_DIRECTIONS, gru_sentences
 
 F = np.float32

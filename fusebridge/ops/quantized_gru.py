@@ -16,8 +16,8 @@ from fusebridge.errors import ArgumentError, ModelFormatError, UnsupportedOpErro
 from fusebridge.graph.builder import OpBuilder, constant_input
 from fusebridge.graph.checks import describe
 from fusebridge.graph.loops import body_graph, body_input, stacked_scan
-from fusebridge.kernels.gru_weights import QuantizedGRUWeights, pack_qgru_weights
 from fusebridge.kernels.qgru_reference import qgru
+from fusebridge.kernels.qgru_weights import QuantizedGRUWeights, pack_qgru_weights
 from fusebridge.ops.common import OpDef, Recurrence, ReferenceOp, Run
 from fusebridge.ops.gru import _ATTRIBUTES, _DOC, GRUAttributes
 from fusebridge.ops.schema import OpSchema

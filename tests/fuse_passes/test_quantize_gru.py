@@ -14,7 +14,7 @@ import pytest
 
 import fusebridge as fb
 from fusebridge import conventions, ops
-from fusebridge.kernels.gru_weights import quantize_gru_weights
+from fusebridge.kernels.qgru_weights import quantize_gru_weights
 
 IC, OC = 7, 18
 LENGTHS = [4, 0, 6, 1, 3]

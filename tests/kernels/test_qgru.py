@@ -18,11 +18,11 @@ import fusebridge
 from fusebridge import ArgumentError, kernels
 from fusebridge.kernels import reference
 from fusebridge.kernels.gru import ACTIVATIONS, GRUKernel
-from fusebridge.kernels.gru_weights import (
+from fusebridge.kernels.qgru_reference import qgru
+from fusebridge.kernels.qgru_weights import (
     pack_qgru_weights,
     quantize_gru_weights,
 )
-from fusebridge.kernels.qgru_reference import qgru
 
 ACTS = sorted(ACTIVATIONS)
 PRECISIONS = ("int8", "bf16")
