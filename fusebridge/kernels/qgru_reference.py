@@ -78,10 +78,29 @@ def _flush(v: np.ndarray) -> np.ndarray:
     return np.where(np.abs(v) < np.finfo(F).tiny, np.copysign(F(0), v), v)
 
 
+def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """float32 a * b + c with one rounding, as an FMA (and VDPBF16PS's steps) computes it: the
+    product is exact in float64 and s = p + c is rounded once there; where s falls exactly
+    halfway between two float32s while the exact sum does not (TwoSum's error e != 0), the
+    result is the float32 on e's side rather than the even one. (s cannot pass a float32
+    halfway point that the exact sum does not reach: the point is a float64 between them.)
+    NumPy's own float32 a * b + c would round a product below the normal range first."""
+    a, b, c = (np.asarray(v, F).astype(np.float64) for v in (a, b, c))
+    p = a * b
+    s = p + c
+    t = s - p
+    e = (p - (s - t)) + (c - t)
+    r = s.astype(F)
+    other = np.nextafter(r, np.where(s > r.astype(np.float64), F(np.inf), F(-np.inf)))
+    half = (r.astype(np.float64) + other.astype(np.float64)) / 2
+    tie = (s == half) & (e != 0) & np.isfinite(other)
+    return np.where(tie & ((e > 0) == (other > r)), other, r).astype(F)
+
+
 def bf16_dot(a: np.ndarray, w: np.ndarray) -> np.ndarray:
     """a [K] float32, w [K, C] bf16 bits: VDPBF16PS's sum over pairs (2g, 2g+1): acc += a[2g+1] *
-    w[2g+1], then += a[2g] * w[2g], each a single rounding (the bf16 products are exact in
-    float32), denormal results flushed to zero."""
+    w[2g+1], then += a[2g] * w[2g], each a single rounding of the exact product and sum (fma),
+    denormal results flushed to zero."""
     k = len(a) + len(a) % 2  # an odd K's last pair has a zero second half
     av = np.zeros(k, F)
     av[: len(a)] = _bf16(bf16_bits(a))
@@ -89,8 +108,8 @@ def bf16_dot(a: np.ndarray, w: np.ndarray) -> np.ndarray:
     wv[: len(a)] = _bf16(w)
     acc = np.zeros(w.shape[1], F)
     for g in range(0, k, 2):
-        acc = _flush(acc + av[g + 1] * wv[g + 1])
-        acc = _flush(acc + av[g] * wv[g])
+        acc = _flush(fma(av[g + 1], wv[g + 1], acc))
+        acc = _flush(fma(av[g], wv[g], acc))
     return acc
 
 
