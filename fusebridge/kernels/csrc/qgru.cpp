@@ -181,6 +181,10 @@ void QGruPrimitive::forward(const GruPlan& p, const float* x, const QGruWeightsV
                     else
                         hprev[q] = h0 ? h0 + (d * n + s) * OC : zeros;
                     k_.quantize(hprev[q], OC, ah + q * gh_, ah_scale + q);
+                    // The row's gates lie far from the last step's (rows of one sentence are
+                    // D * 3 * OC floats apart, and the projection of a batch outgrows L2):
+                    // ask for all of them now, before the tiles wait on them one by one.
+                    for (int64_t c = 0; c < G3; c += 16) __builtin_prefetch(grow[q] + c);
                 }
                 const int64_t col = d * 3 * ocp_;
                 const QGruStep st{OC,

@@ -139,6 +139,31 @@ static inline V vrint(V v) {
 #endif
 }
 
+// The largest lane, and whether any lane of a mask is set (a row is a handful of vectors, so a
+// lane-by-lane loop would cost as much as the row); exact in any order.
+static inline float lane_max(V v) {
+#if defined(__AVX512F__)
+    return _mm512_reduce_max_ps(v);
+#else
+#if defined(__AVX2__)
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+#else
+    __m128 m = v;
+#endif
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
+#endif
+}
+static inline bool any_lane(VI mask) {
+#if defined(__AVX512F__)
+    return _mm512_test_epi32_mask(__m512i(mask), __m512i(mask)) != 0;
+#elif defined(__AVX2__)
+    return _mm256_movemask_ps(__m256(mask)) != 0;
+#else
+    return _mm_movemask_ps(__m128(mask)) != 0;
+#endif
+}
+
 static void quantize_i8(const float* x, int64_t k, uint32_t* out, float* scale) {
     V vmax = {};
     VI bad = {};
@@ -147,9 +172,8 @@ static void quantize_i8(const float* x, int64_t k, uint32_t* out, float* scale) 
         bad |= ~(a <= FLT_MAX);  // NaN or infinity
         vmax = a > vmax ? a : vmax;
     }
-    float amax = 0;
-    bool finite = true;
-    for (int i = 0; i < VW; ++i) amax = vmax[i] > amax ? vmax[i] : amax, finite &= bad[i] == 0;
+    const float amax = lane_max(vmax);
+    const bool finite = !any_lane(bad);
     uint8_t* q = reinterpret_cast<uint8_t*>(out);
     const int64_t bytes = q_groups(GruPrecision::int8, k) * 4;
     if (!finite || amax == 0) {
