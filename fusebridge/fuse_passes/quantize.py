@@ -24,6 +24,8 @@ def _constant(op: OpBuilder, precision: str, a: np.ndarray | None, hint: str) ->
 
 
 class QuantizeGRU(FusePass):
+    """One pass per precision ("int8", "bf16"), named quantize_gru_<precision>."""
+
     runs_after: ClassVar[dict[str, str]] = {
         name: "it makes or rewrites the FusionGRU weights that quantize_gru quantizes"
         for name in ("fc_gru", "mul_gru", "canonical_update_gate", "bigru")
@@ -34,14 +36,14 @@ class QuantizeGRU(FusePass):
         self.name = f"quantize_gru_{precision}"
 
     @staticmethod
-    def _weights(node: ir.Node) -> dict[str, ir.Value | None]:
+    def _inputs(node: ir.Node) -> dict[str, ir.Value | None]:
         d = FUSION_GRU if FUSION_GRU.matches(node) else GRU_OP
         given = d.inputs(node)
         return {k: given.get(k) for k in ("X", "lengths", "Wx", "Wh", "B", "B_h", "H0")}
 
     def check(self, node: ir.Node) -> str | None:
         """Why `node` stays float32, or None."""
-        for name, value in self._weights(node).items():
+        for name, value in self._inputs(node).items():
             if name in ("Wx", "Wh", "B", "B_h") and value is not None:
                 if value.const_value is None or value.is_graph_input():
                     return f"{name} {value.name!r} is not a constant"
@@ -60,7 +62,7 @@ class QuantizeGRU(FusePass):
             if why:
                 refusals.append((node.outputs[0].name or node.op_type, why))
                 continue
-            given = self._weights(node)
+            given = self._inputs(node)
             arrays = {
                 k: None if given[k] is None else given[k].const_value.numpy()
                 for k in ("Wx", "Wh", "B", "B_h")

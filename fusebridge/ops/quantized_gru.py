@@ -54,6 +54,12 @@ def weights_of(node_name: str, arrays: dict[str, np.ndarray | None]) -> Quantize
     wh = wh if wh.ndim == 3 else wh[None]
     wx = None if wx is None else (wx if wx.ndim == 3 else wx[None])
     d, oc = wh.shape[0], wh.shape[1]
+    if wh.ndim != 3 or d not in (1, 2) or oc < 1 or wh.shape[2] != 3 * oc:
+        raise ModelFormatError(f"{node_name}: Wh {list(wh.shape)}, expected [D, OC, 3 * OC]")
+    if wx is not None and (wx.ndim != 3 or wx.shape[0] != d or wx.shape[2] != 3 * oc):
+        raise ModelFormatError(
+            f"{node_name}: Wx {list(wx.shape)}, expected [{d}, input size, {3 * oc}]"
+        )
     scales = {}
     for name, w in (("Wx", wx), ("Wh", wh)):
         scale = arrays[f"{name}_scale"]
@@ -71,6 +77,10 @@ def weights_of(node_name: str, arrays: dict[str, np.ndarray | None]) -> Quantize
 
     def bias(name):
         b = arrays[name]
+        if b is not None and np.size(b) != d * 3 * oc:
+            raise ModelFormatError(
+                f"{node_name}: {name} {list(np.shape(b))}, expected [{d}, {3 * oc}]"
+            )
         return zeros if b is None else np.asarray(b, np.float32).reshape(d, 3 * oc)
 
     return QuantizedGRUWeights(

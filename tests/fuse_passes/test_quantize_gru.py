@@ -202,6 +202,12 @@ def test_a_file_with_mismatched_quantized_weights_is_refused(tmp_path):
     scale.const_value = ir.tensor(np.ones(5, np.float32), name=scale.name)
     with pytest.raises(fb.ModelFormatError, match=r"int8 Wh needs Wh_scale float32 \[2, 54\]"):
         fb.Session(quantized)
+    quantized, _ = fb.optimize(gru_model(), precision="bf16")
+    (node,) = quantized.graph
+    bias = ops.op("QuantizedFusionGRU").input(node, "B")
+    bias.const_value = ir.tensor(np.ones((2, 7), np.float32), name=bias.name)
+    with pytest.raises(fb.ModelFormatError, match=r"B \[2, 7\], expected \[2, 54\]"):
+        fb.Session(quantized)
 
 
 def test_the_command_line_quantizes(tmp_path):

@@ -1,8 +1,6 @@
 #include "qgru.hpp"
 
 #include <algorithm>
-#include <climits>
-#include <cstring>
 #include <string>
 
 #include "aligned.hpp"
@@ -184,7 +182,7 @@ void QGruPrimitive::forward(const GruPlan& p, const float* x, const QGruWeightsV
                     // The row's gates lie far from the last step's (rows of one sentence are
                     // D * 3 * OC floats apart, and the projection of a batch outgrows L2):
                     // ask for all of them now, before the tiles wait on them one by one.
-                    for (int64_t c = 0; c < G3; c += 16) __builtin_prefetch(grow[q] + c);
+                    for (int64_t k = 0; k < G3; k += 16) __builtin_prefetch(grow[q] + k);
                 }
                 const int64_t col = d * 3 * ocp_;
                 const QGruStep st{OC,

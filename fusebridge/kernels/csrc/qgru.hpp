@@ -32,10 +32,11 @@ struct QGruDesc {
     FUSEBRIDGE_DESCRIPTOR(QGruDesc, FUSEBRIDGE_QGRU_DESC)
 };
 
-// Packed quantized weights (QGRUWeights in gru_weights.py, which quantizes and packs them): wx [D, OCp/16, groups(IC), 3, 16]
-// and wh [D, OCp/16, groups(OC), 3, 16] 32-bit groups (qgru_kernels.hpp); int8 only:
-// wx_scale, wh_scale [D, 3, OCp] per column, wx_comp, wh_comp [D, 3, OCp] (128 * column sums of
-// the s8 values); bx [D, 3, OCp] and bhc [D, OCp] f32 as the float GRU's.
+// Packed quantized weights (QGRUWeights in qgru_weights.py, which quantizes and packs them): wx
+// [D, OCp/16, groups(IC), 3, 16] and wh [D, OCp/16, groups(OC), 3, 16] 32-bit groups
+// (qgru_kernels.hpp); int8 only: wx_scale, wh_scale [D, 3, OCp] per column, wx_comp, wh_comp
+// [D, 3, OCp] (128 * column sums of the s8 values); bx [D, 3, OCp] and bhc [D, OCp] f32 as the
+// float GRU's.
 struct QGruWeightsView {
     const uint32_t *wx, *wh;
     const float *wx_scale, *wh_scale;

@@ -2,7 +2,7 @@
 // -m flags (CMakeLists.txt), FB_ISA_NS and FB_QGRU_KERNELS_FN. Where the build has VPDPBUSD
 // (AVX512_VNNI, AVX-VNNI) or VDPBF16PS (AVX512_BF16) the dot products use it; elsewhere they are
 // emulated with the base instructions to the same bits. Compiled with -ffp-contract=off: each
-// float operation rounds once, as written, on every ISA (and in tests/helpers/qgru_reference.py).
+// float operation rounds once, as written, on every ISA (and in kernels/qgru_reference.py).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -209,13 +209,12 @@ static inline VI vbf16_bits(V f) {
     const VUI special = (b >> 16) & VUI(tiny ? 0x8000 : 0xFFFF) | VUI(nan & 0x40);
     return VI((nan | tiny) ? special : rounded);
 }
+typedef uint16_t VH __attribute__((vector_size(VW * 2)));
 static void quantize_bf16(const float* x, int64_t k, uint32_t* out, float*) {
     uint16_t* h = reinterpret_cast<uint16_t*>(out);
     for (int64_t i = 0; i < k; i += VW) {
-        const VI bits = vbf16_bits(load_n(x + i, k - i));
-        uint16_t t[VW];
-        for (int j = 0; j < VW; ++j) t[j] = uint16_t(bits[j]);
-        std::memcpy(h + i, t, size_t(std::min<int64_t>(VW, k - i)) * 2);
+        const VH bits = __builtin_convertvector(vbf16_bits(load_n(x + i, k - i)), VH);
+        std::memcpy(h + i, &bits, size_t(std::min<int64_t>(VW, k - i)) * 2);
     }
     if (k % 2) h[k] = 0;
 }
@@ -283,7 +282,8 @@ static void project_tile(const QGruProjection& p, int64_t row0, int64_t block) {
                     int8_dequant(p, row0, ocp), [&](int64_t j, int64_t n, V (&h)[R][3]) {
                         for (int i = 0; i < R; ++i) {
                             float* g = p.g + (row0 + i) * p.g_stride + j;
-                            for (int gate = 0; gate < 3; ++gate) store_n(g + gate * p.oc, h[i][gate], n);
+                            for (int gate = 0; gate < 3; ++gate)
+                                store_n(g + gate * p.oc, h[i][gate], n);
                         }
                     });
 }
@@ -348,7 +348,9 @@ static void by_rows(const Args& s, int64_t row0, int64_t nrows, int64_t block) {
 }
 template <GruPrecision P, int R>
 struct Project {
-    static void run(const QGruProjection& p, int64_t r0, int64_t b) { project_tile<P, R>(p, r0, b); }
+    static void run(const QGruProjection& p, int64_t r0, int64_t b) {
+        project_tile<P, R>(p, r0, b);
+    }
 };
 template <GruPrecision P, int R>
 struct Lbr {
