@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import platform
+import statistics
 import subprocess
 import time
 from collections.abc import Callable
@@ -46,6 +47,31 @@ def timed_in_turns(
             for name, fn in group:
                 best[name] = min(best.get(name, float("inf")), best_time(fn, max(1, repeat // 5)))
     return [(name, best[name]) for name, _ in cases]
+
+
+def medians_in_blocks(
+    cases: list[tuple[str, Callable[[], object]]], blocks: int, repeat: int, settle: float = 0.3
+) -> list[tuple[str, float, float]]:
+    """(name, median of the block medians, back-to-back median) of each case, in seconds.
+    The cases take turns in `blocks` rounds; before each case's block the process sleeps
+    `settle` seconds, so the spinning pool of the case before (OpenBLAS's, torch's, ours) has
+    gone quiet and the VM's drift meets every case alike. Back-to-back: the cases called in
+    turn, one call each, with no pause, as a program mixing them would."""
+    per_block: dict[str, list[float]] = {name: [] for name, _ in cases}
+    for _ in range(blocks):
+        for name, fn in cases:
+            time.sleep(settle)
+            per_block[name].append(statistics.median(timings(fn, repeat)))
+    mixed: dict[str, list[float]] = {name: [] for name, _ in cases}
+    for _ in range(repeat):
+        for name, fn in cases:
+            t0 = time.perf_counter()
+            fn()
+            mixed[name].append(time.perf_counter() - t0)
+    return [
+        (name, statistics.median(per_block[name]), statistics.median(mixed[name]))
+        for name, _ in cases
+    ]
 
 
 def machine() -> str:

@@ -13,6 +13,7 @@ import pytest
 sys.path.append(str(Path(__file__).parents[1]))
 
 from benchmarks import (
+    common,
     mxnet_families,
     mxnet_models,
     paddle_dygraph,
@@ -188,3 +189,30 @@ def test_the_mxnet_families_check_allows_float32_rounding_and_ties_only():
     ours[1, 1] = (chars[1, 1] + 1) % 29  # not a tie
     with pytest.raises(AssertionError, match="1 of 8 characters differ"):
         mxnet_families.check("crnn", ours, theirs)
+
+
+def test_medians_in_blocks_takes_turns_after_a_pause(monkeypatch):
+    """Each case's block follows a settle pause, the cases alternate block by block, the
+    result is the median of the block medians, and the back-to-back pass alternates calls."""
+    clock, calls = [0.0], []
+    monkeypatch.setattr(common.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(common.time, "sleep", lambda secs: calls.append("pause"))
+
+    def case(name, costs):
+        it = iter(costs)
+
+        def fn():
+            calls.append(name)
+            clock[0] += next(it)
+
+        return fn
+
+    # a: warm-up + 2 timed calls per block, 3 blocks, then 2 back-to-back calls
+    a = case("a", [9, 1, 1, 9, 5, 5, 9, 2, 2, 7, 7])
+    b = case("b", [9, 3, 3, 9, 3, 3, 9, 3, 3, 4, 4])
+    assert common.medians_in_blocks([("a", a), ("b", b)], blocks=3, repeat=2) == [
+        ("a", 2.0, 7.0),
+        ("b", 3.0, 4.0),
+    ]
+    block = ["pause", "a", "a", "a", "pause", "b", "b", "b"]
+    assert calls == block * 3 + ["a", "b", "a", "b"]

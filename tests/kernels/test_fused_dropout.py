@@ -255,6 +255,7 @@ def test_matmul_dropout_is_dropout_of_matmul(case, each_isa):
     [
         ((64, 512), (512, 2048), (64, 1024)),  # big enough for two tiles (two threads)
         ((600, 100), (100, 700), (600, 352)),  # more than 2^18 outputs: column tiles
+        ((512, 512), (512, 512), (256, 512)),  # square: row halves (whole rows)
         ((2, 700, 40), (40, 500), (352, 500)),  # b shared: the batches fold into the rows
         ((8, 128, 64), (8, 64, 128), (128, 128)),  # whole matrices, in strided-batch groups
     ],

@@ -25,7 +25,10 @@ constexpr int64_t kParallelMin = 1 << 15;
 
 // One BLAS call computes a tile of at most this many outputs (1 MiB, half of a 2 MiB L2), so
 // the bias and the dropout find it in cache. Tiles halve the wider side, never below 64 rows or
-// 256 columns unless forced, since each call packs its panels of a and b again.
+// 256 columns unless forced, since each call packs its panels of a and b again: a row split packs
+// b's panel once more, a column split a's, so the split repeats the smaller operand. A square
+// tile splits its rows: whole rows give the dropout one contiguous range, and measured at
+// [512, 512] x [512, 512] the row halves ran at numpy's speed, the column halves at 0.81-0.94x.
 constexpr int64_t kTileElems = 1 << 18;
 // A GEMM of at least this many multiply-adds is split into two tiles or more, so two threads
 // can share it. Tiles depend on the shapes only, never on the thread count: OpenBLAS's results
@@ -344,7 +347,7 @@ MatmulDropoutPrimitive::MatmulDropoutPrimitive(const MatmulDropoutDesc& desc,
         const bool split = r * c > kTileElems ||
                            (count < 2 && double(m_) * double(n_) * double(k_dim_) >= kSplitFma);
         if (!split) break;
-        if (c >= r && c > 256) c = halve(c);
+        if (c > r && c > 256) c = halve(c);
         else if (r > 64) r = halve(r);
         else if (c > 64) c = halve(c);
         else break;
