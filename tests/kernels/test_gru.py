@@ -119,6 +119,32 @@ def test_threads_give_the_same_bits(each_isa, threads, lbr, direction, sentences
 
 
 @pytest.mark.parametrize("lbr", [False, True])
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_projection_step_by_step_gives_the_bits_of_the_projection_up_front(
+    each_isa, threads, lbr, count
+):
+    """A batch whose projection outgrows a quarter of L2 is projected a few steps at a time by
+    the thread that runs those steps (gru.cpp's by_step); a sentence alone is projected up front.
+    Each sentence's rows in the batch equal the sentence run alone, bit for bit."""
+    rng = np.random.default_rng(7)
+    lens = rng.integers(1, 40, 48)
+    x, args = random_gru(rng, 2, 24, 70, lens)
+    assert x.shape[0] * 2 * 3 * 70 * 4 > 1 << 19  # past gru.cpp's kProjectionBytesUpFront
+    attrs = {"direction": "bidirectional", "linear_before_reset": lbr, "origin_mode": False}
+    threads(count)
+    batch, _ = assert_matches_reference(x, args, **attrs)
+    offsets = args["offsets"]
+    for s in (0, 5, 47):
+        rows = slice(offsets[s], offsets[s + 1])
+        alone = {
+            **args,
+            "offsets": np.array([0, lens[s]], np.int64),
+            "h0": args["h0"][:, s : s + 1],
+        }
+        np.testing.assert_array_equal(kernels.fusion_gru(x[rows], **alone, **attrs), batch[rows])
+
+
+@pytest.mark.parametrize("lbr", [False, True])
 @pytest.mark.parametrize(
     ("gate", "act"),
     [("sigmoid", "tanh"), ("sigmoid", "relu"), ("tanh", "sigmoid"), ("relu", "identity")],
