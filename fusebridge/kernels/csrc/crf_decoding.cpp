@@ -1,13 +1,12 @@
 #include "crf_decoding.hpp"
 
 #include <algorithm>
-#include <cfloat>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <vector>
 #include "aligned.hpp"
 #include "checks.hpp"
+#include "dispatch.hpp"
 #include "parallel.hpp"
 #include "runtime.hpp"
 
@@ -29,53 +28,6 @@ struct Scratch {
 constexpr int64_t kLine = 64 / sizeof(float);  // 4-byte elements (float, int32) per line
 
 int64_t whole_lines(int64_t n) { return (n + kLine - 1) / kLine * kLine; }
-
-// One sentence of len >= 1 words. Scores start at -FLT_MAX and only a strictly greater score
-// replaces the best, as in Paddle's kernel: the first maximum wins, and a step where every
-// score is -inf keeps tag 0.
-void viterbi(const float* x, const float* trans, int64_t len, int64_t tags, float* alpha,
-             int32_t* track, int64_t* path) {
-    const float* start = trans;
-    const float* end = trans + tags;
-    const float* w = trans + 2 * tags;
-    float* prev = alpha;
-    float* cur = alpha + tags;
-
-    for (int64_t j = 0; j < tags; ++j) prev[j] = start[j] + x[j];
-    for (int64_t k = 1; k < len; ++k) {
-        int32_t* __restrict back = track + k * tags;
-        float* __restrict best = cur;
-        std::fill(best, best + tags, -FLT_MAX);
-        std::fill(back, back + tags, 0);
-        // From-tag outer, to-tag inner: each row of w is read once, contiguously, and the inner
-        // loop is a branch-free add, compare and blend across to-tags that vectorizes.
-        for (int64_t i = 0; i < tags; ++i) {
-            const float a = prev[i];
-            const int32_t from = int32_t(i);
-            const float* __restrict wi = w + i * tags;
-            for (int64_t j = 0; j < tags; ++j) {
-                const float s = a + wi[j], b = best[j];
-                // A mask, not `better ? from : back[j]`: GCC's vectorizer gives up on the
-                // latter as a conditional store.
-                const int32_t better = -int32_t(s > b);
-                best[j] = s > b ? s : b;
-                back[j] = (from & better) | (back[j] & ~better);
-            }
-        }
-        const float* xk = x + k * tags;
-        for (int64_t j = 0; j < tags; ++j) best[j] += xk[j];
-        std::swap(prev, cur);
-    }
-
-    float top = -FLT_MAX;
-    int32_t tag = 0;
-    for (int64_t j = 0; j < tags; ++j) {
-        const float s = prev[j] + end[j];
-        if (s > top) top = s, tag = int32_t(j);
-    }
-    path[len - 1] = tag;
-    for (int64_t k = len - 1; k > 0; --k) path[k - 1] = tag = track[k * tags + tag];
-}
 
 void check(const CrfDecodingArgs& a) {
     const char* op = "crf_decoding";
@@ -108,12 +60,13 @@ void crf_decoding(const CrfDecodingArgs& a) {
 
     // Sentences are independent and their lengths differ: each is a part of its own, taken by
     // whichever thread is free (dynamic scheduling balances them); t: that thread's scratch.
+    const CrfKernels& k = crf_kernels_for(current_isa());
     parallel_for(n, nt, [&](int64_t s, int t) {
         const int64_t begin = a.offsets[s], len = a.offsets[s + 1] - begin;
         if (len == 0) return;
         int64_t* path = a.path + begin;
-        viterbi(a.emission + begin * a.tags, a.transition, len, a.tags, alpha + t * alpha_stride,
-                track + t * track_stride, path);
+        k.viterbi(a.emission + begin * a.tags, a.transition, len, a.tags,
+                  alpha + t * alpha_stride, track + t * track_stride, path);
         if (a.label)
             for (int64_t k = 0; k < len; ++k) path[k] = path[k] == a.label[begin + k] ? 1 : 0;
     });

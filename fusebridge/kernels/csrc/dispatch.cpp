@@ -2,7 +2,7 @@
 
 namespace fusebridge {
 
-// One template for the three families: a family's tables are its three accessors.
+// One template for the families: a family's tables are its three accessors.
 template <class Kernels>
 static const Kernels& pick(Isa isa, const Kernels& (*scalar)(), const Kernels& (*avx2)(),
                            const Kernels& (*avx512)()) {
@@ -23,6 +23,10 @@ const GruKernels& gru_kernels_for(Isa isa) {
 
 const FusedKernels& fused_kernels_for(Isa isa) {
     return pick(isa, fused_kernels_scalar, fused_kernels_avx2, fused_kernels_avx512);
+}
+
+const CrfKernels& crf_kernels_for(Isa isa) {
+    return pick(isa, crf_kernels_scalar, crf_kernels_avx2, crf_kernels_avx512);
 }
 
 }  // namespace fusebridge

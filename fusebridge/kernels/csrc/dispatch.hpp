@@ -3,6 +3,7 @@
 // compiled without them, so calling one never runs an instruction the CPU lacks.
 #pragma once
 
+#include "crf_kernels.hpp"
 #include "dropout_kernels.hpp"
 #include "fused_kernels.hpp"
 #include "gru_kernels.hpp"
@@ -13,5 +14,6 @@ namespace fusebridge {
 const DropoutKernels& dropout_kernels_for(Isa isa);
 const GruKernels& gru_kernels_for(Isa isa);
 const FusedKernels& fused_kernels_for(Isa isa);
+const CrfKernels& crf_kernels_for(Isa isa);
 
 }  // namespace fusebridge
