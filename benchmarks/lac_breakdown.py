@@ -1,8 +1,8 @@
 """Where the LAC tagger's time goes (issue 41, part 2), float32, 2 threads:
 
 1. the optimized model's steps at 1, 16 and 64 real sentences (`Session.run(profile=...)`,
-   median over blocks of calls), grouped: the projections, the GRU recurrences, the CRF, the
-   reorders and the rest, with the Session's own overhead;
+   median over blocks of calls), grouped: the GRUs (projections inside), the other GEMMs, the
+   CRF, the reorders and the rest, with the Session's own overhead;
 2. the GRU step against its roofline: one bidirectional GRU of hidden 128 (LAC's) over rows
    of 32 words, its recurrence alone per step (the fused GRU minus its projection, timed apart
    as the same GEMM), with the step's FLOPs, the recurrent weights it streams (2 x 196 KB, from
@@ -38,9 +38,9 @@ def _group(label: str) -> str:
         ("crf", "CRF decoding"),
         ("lookup", "embedding lookup"),
         ("gather", "embedding lookup"),
-        ("matmul", "projections (GEMM)"),
-        ("gemm", "projections (GEMM)"),
-        ("fc", "projections (GEMM)"),
+        ("matmul", "GEMMs outside the GRU (the emission fc)"),
+        ("gemm", "GEMMs outside the GRU (the emission fc)"),
+        ("fc", "GEMMs outside the GRU (the emission fc)"),
     ):
         if key in low:
             return name

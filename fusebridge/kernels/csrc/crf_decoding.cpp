@@ -60,13 +60,13 @@ void crf_decoding(const CrfDecodingArgs& a) {
 
     // Sentences are independent and their lengths differ: each is a part of its own, taken by
     // whichever thread is free (dynamic scheduling balances them); t: that thread's scratch.
-    const CrfKernels& k = crf_kernels_for(current_isa());
+    const auto viterbi = crf_kernels_for(current_isa()).viterbi;
     parallel_for(n, nt, [&](int64_t s, int t) {
         const int64_t begin = a.offsets[s], len = a.offsets[s + 1] - begin;
         if (len == 0) return;
         int64_t* path = a.path + begin;
-        k.viterbi(a.emission + begin * a.tags, a.transition, len, a.tags,
-                  alpha + t * alpha_stride, track + t * track_stride, path);
+        viterbi(a.emission + begin * a.tags, a.transition, len, a.tags, alpha + t * alpha_stride,
+                track + t * track_stride, path);
         if (a.label)
             for (int64_t k = 0; k < len; ++k) path[k] = path[k] == a.label[begin + k] ? 1 : 0;
     });
