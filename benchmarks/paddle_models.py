@@ -1,5 +1,6 @@
 """Paddle models end to end: the bundled tagger and sentiment classifier, and a Paddle 3 tagger
-saved with PIR (benchmarks/paddle3_tagger.py), 1 / 16 / 64 sentences of 5..60 words,
+saved with PIR (benchmarks/paddle3_tagger.py; fed lengths, and fed none with every sentence
+padded to 60 words), 1 / 16 / 64 sentences of 5..60 words,
 fusebridge Session (optimized) vs Paddle's Executor on the unfused program vs Paddle Inference
 with ir_optim (and with oneDNN), each Paddle peer in a subprocess
 (fusebridge.bench.paddle_comparison). Best and median ms per batch; a peer's outputs are checked
@@ -14,6 +15,7 @@ from benchmarks import paddle3_tagger
 from benchmarks.common import missing_peer
 from fusebridge import kernels
 from fusebridge.bench.paddle_comparison import (
+    MAX_WORDS,
     PEERS,
     SAVED_BACK,
     compare_with_paddle,
@@ -58,27 +60,33 @@ def _fastest_paddle(rows: list[dict[str, object]]) -> str:
     return "\n\n".join(lines)
 
 
-def _paddle3_section(repeat: int) -> str:
-    missing = missing_peer("paddle", PADDLE3_TITLE, "pip install -e '.[bench]'")
+def _paddle3_section(repeat: int, lengths: bool) -> str:
+    title = PADDLE3_TITLE + ("" if lengths else ", no lengths fed")
+    missing = missing_peer("paddle", title, "pip install -e '.[bench]'")
     if missing is not None:
         return missing
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            model = paddle3_tagger.save(Path(tmp))
+            model = paddle3_tagger.save(Path(tmp), lengths=lengths)
         except RuntimeError as exc:  # Paddle could not save it: the bundled models' tables stay
-            return f"### {PADDLE3_TITLE}: failed\n\n```\n{exc}\n```"
+            return f"### {title}: failed\n\n```\n{exc}\n```"
         rows = compare_with_paddle(model, (1, 16, 64), repeat=repeat, peers=(*PEERS, SAVED_BACK))
     t = paddle3_tagger
+    fed = (
+        "fed ids [N, T] right-padded with zeros and lens [N]"
+        if lengths
+        else f"nn.GRU without sequence_length, fed ids [N, {MAX_WORDS}] alone (every sentence "
+        "runs all the padded steps, in Paddle and here)"
+    )
     return "\n".join(
         [
-            f"### {PADDLE3_TITLE}",
+            f"### {title}",
             "",
             f"Embedding {t.VOCAB} x {t.EMBED}, {t.LAYERS}-layer bidirectional nn.GRU (hidden "
-            f"{t.HIDDEN}, sequence_length), Dropout, Linear to {t.TAGS} tags; saved by "
-            "paddle.jit.save with PIR on, fed ids [N, T] right-padded with zeros and lens [N]. "
-            f"Paddle Inference on the new IR; {SAVED_BACK}: Paddle Inference (ir_optim) on the "
-            "model as fusebridge optimizes it, written back by fb.save_paddle with our GRU as a "
-            "Paddle custom operator.",
+            f"{t.HIDDEN}), Dropout, Linear to {t.TAGS} tags; saved by paddle.jit.save with PIR "
+            f"on, {fed}. Paddle Inference on the new IR; {SAVED_BACK}: Paddle Inference "
+            "(ir_optim) on the model as fusebridge optimizes it, written back by fb.save_paddle "
+            "with our GRU as a Paddle custom operator.",
             "",
             table(rows),
             "",
@@ -99,5 +107,5 @@ def run(quick: bool = False, threads: int = 2) -> str:
     for name in assets.NAMES:
         rows = compare_with_paddle(assets.path(name), (1, 16, 64), repeat=repeat)
         parts += ["", f"### {name}", "", table(rows)]
-    parts += ["", _paddle3_section(repeat)]
+    parts += ["", _paddle3_section(repeat, lengths=True), "", _paddle3_section(repeat, False)]
     return "\n".join(parts)

@@ -90,11 +90,12 @@ def test_a_missing_peer_is_a_row(monkeypatch, section, module, row):
     assert text.startswith("### ") and text.endswith(f"| peer | status |\n|---|---|\n{row}")
 
 
-def test_the_paddle3_section_without_paddle_is_a_row(monkeypatch):
+@pytest.mark.parametrize(("lengths", "suffix"), [(True, ""), (False, ", no lengths fed")])
+def test_the_paddle3_section_without_paddle_is_a_row(monkeypatch, lengths, suffix):
     peer_missing(monkeypatch, "paddle")
-    text = paddle_models._paddle3_section(repeat=1)
+    text = paddle_models._paddle3_section(repeat=1, lengths=lengths)
     assert text == (
-        f"### {paddle_models.PADDLE3_TITLE}\n\n| peer | status |\n|---|---|\n"
+        f"### {paddle_models.PADDLE3_TITLE}{suffix}\n\n| peer | status |\n|---|---|\n"
         "| paddle | not installed: pip install -e '.[bench]' |"
     )
 
@@ -103,11 +104,11 @@ def test_a_paddle3_model_paddle_cannot_save_is_a_failed_section(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
     message = "saving the Paddle 3 tagger failed:\nValueError: no"
 
-    def cannot_save(directory):
+    def cannot_save(directory, lengths):
         raise RuntimeError(message)
 
     monkeypatch.setattr(paddle_models.paddle3_tagger, "save", cannot_save)
-    text = paddle_models._paddle3_section(repeat=1)
+    text = paddle_models._paddle3_section(repeat=1, lengths=True)
     assert text == f"### {paddle_models.PADDLE3_TITLE}: failed\n\n```\n{message}\n```"
 
 

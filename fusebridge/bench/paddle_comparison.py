@@ -39,48 +39,58 @@ INT8_CACHE_ENV = "FUSEBRIDGE_PADDLE_INT8_CACHE"
 PEER_MODULE = "fusebridge.bench.paddle_peer"
 
 
+MAX_WORDS = 60  # the longest random sentence
+
+
 def _batch(vocab: int, n: int, seed: int) -> tuple[np.ndarray, list[int]]:
     rng = np.random.default_rng(seed + n)
-    lengths = rng.integers(5, 61, n).tolist()  # unequal sentences, 5..60 words
+    lengths = rng.integers(5, MAX_WORDS + 1, n).tolist()  # unequal sentences, 5..60 words
     ids = rng.integers(1, vocab, (sum(lengths), 1)).astype(np.int64)
     return ids, lengths
 
 
-def _word_inputs(model, session: fb.Session, model_dir: Path) -> tuple[str, str | None, int]:
-    """(the word-id input, the sentence-length input or None, the vocabulary size) of a model
-    that looks its words up in an embedding table: the kind of model the benchmark makes random
-    sentences for. The words are one LoD input (no length input), or ids [N, T] padded
-    with a lengths input [N] (a Paddle 3 model)."""
+def _word_inputs(model, session: fb.Session, model_dir: Path) -> tuple[str, str | None, int, bool]:
+    """(the word-id input, the sentence-length input or None, the vocabulary size, whether the
+    words are padded) of a model that looks its words up in an embedding table: the kind of
+    model the benchmark makes random sentences for. The words are one LoD input (no length
+    input), or ids [N, T] padded, with a lengths input [N] or without one (a Paddle 3 model)."""
     gather = next((n for n in model.graph if n.op_type == "Gather"), None)
     inputs = {v.name: v for v in model.graph.inputs}
     names = session.input_names
     lod = [n for n in names if f"{n}.offsets" in inputs]
     ranks = {len(inputs[n].shape or ()): n for n in names if inputs[n].dtype == ir.DataType.INT64}
     if len(names) == 1 and lod and gather is not None:
-        words, lens = lod[0], None
+        words, lens, padded = lod[0], None, False
+    elif len(names) == 1 and list(ranks) == [2] and gather is not None:
+        words, lens, padded = ranks[2], None, True
     elif len(names) == 2 and sorted(ranks) == [1, 2] and gather is not None:
-        words, lens = ranks[2], ranks[1]
+        words, lens, padded = ranks[2], ranks[1], True
     else:
         raise UnsupportedOpError(
             f"bench {model_dir}: the benchmark feeds random sentences of word ids, so it takes a "
-            "model with one LoD input, or int64 ids [N, T] and lengths [N], looked up in an "
+            "model with one LoD input, or int64 ids [N, T] (and lengths [N]), looked up in an "
             f"embedding table (lookup_table, embedding); this one has inputs {names}"
             + ("" if gather is not None else " and no embedding lookup")
         )
     table = gather.inputs[0].const_value
     if table is None:
         raise UnsupportedOpError(f"bench {model_dir}: the embedding table is computed in the graph")
-    return words, lens, int(table.shape[0])
+    return words, lens, int(table.shape[0]), padded
 
 
-def _feeds(words: str, lens: str | None, ids: np.ndarray, lengths: list[int]) -> Feeds:
-    """The sentences as a LoD input (lens None), or right-padded with zeros to [N, T] and
-    their lengths."""
-    if lens is None:
+def _feeds(
+    words: str, lens: str | None, ids: np.ndarray, lengths: list[int], steps: int | None
+) -> Feeds:
+    """The sentences as a LoD input (steps None), or right-padded with zeros to [N, steps] and,
+    when the model takes them, their lengths."""
+    if steps is None:
         return {words: (ids, lengths)}
-    padded = np.zeros((len(lengths), max(lengths)), np.int64)
-    padded[np.arange(max(lengths)) < np.asarray(lengths)[:, None]] = ids[:, 0]
-    return {words: (padded, None), lens: (np.asarray(lengths, np.int64), None)}
+    padded = np.zeros((len(lengths), steps), np.int64)
+    padded[np.arange(steps) < np.asarray(lengths)[:, None]] = ids[:, 0]
+    feeds = {words: (padded, None)}
+    if lens is not None:
+        feeds[lens] = (np.asarray(lengths, np.int64), None)
+    return feeds
 
 
 def save_feeds(path: Path, feeds: Feeds) -> None:
@@ -137,15 +147,17 @@ def compare_with_paddle(
     seed: int = 0,
 ) -> list[dict[str, object]]:
     """compare_batches on random sentences of 5..60 words, `sentences` per batch, for a model
-    that looks words up in an embedding table (_word_inputs)."""
+    that looks words up in an embedding table (_word_inputs). Padded words are padded to the
+    batch's longest sentence, or to all MAX_WORDS steps for a model fed no lengths."""
     model_dir = Path(model_dir).resolve()
     model = fb.load(model_dir)
     session = fb.Session(fb.optimize(model)[0])
-    word_input, length_input, vocab = _word_inputs(model, session, model_dir)
+    word_input, length_input, vocab, padded = _word_inputs(model, session, model_dir)
     batches = []
     for n in sentences:
         ids, lengths = _batch(vocab, n, seed)
-        batches.append((n, sum(lengths), _feeds(word_input, length_input, ids, lengths)))
+        steps = None if not padded else max(lengths) if length_input else MAX_WORDS
+        batches.append((n, sum(lengths), _feeds(word_input, length_input, ids, lengths, steps)))
     return compare_batches(model_dir, batches, repeat=repeat, peers=peers, session=session)
 
 

@@ -206,7 +206,7 @@ static inline VI vbf16_bits(V f) {
     const VUI b = VUI(as_int(f));
     const VUI rounded = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
     const VI nan = VI((b & 0x7FFFFFFFu) > 0x7F800000u), tiny = VI((b & 0x7F800000u) == 0u);
-    const VUI special = (b >> 16) & VUI(tiny ? 0x8000 : 0xFFFF) | VUI(nan & 0x40);
+    const VUI special = ((b >> 16) & VUI(tiny ? 0x8000 : 0xFFFF)) | VUI(nan & 0x40);
     return VI((nan | tiny) ? special : rounded);
 }
 typedef uint16_t VH __attribute__((vector_size(VW * 2)));
